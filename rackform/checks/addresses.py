@@ -1,0 +1,1 @@
+"""Preflight checks: addresses (to be written)."""

@@ -1,0 +1,1 @@
+"""Preflight checks: bandwidth (to be written)."""

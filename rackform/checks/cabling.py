@@ -1,0 +1,1 @@
+"""Preflight checks: cabling (to be written)."""

@@ -1,0 +1,1 @@
+"""Preflight checks: kubernetes (to be written)."""

@@ -1,0 +1,1 @@
+"""Preflight checks: racks (to be written)."""

@@ -1,0 +1,1 @@
+"""Preflight checks: roce (to be written)."""

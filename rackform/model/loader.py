@@ -1,0 +1,438 @@
+"""Catalog + site design + inventory -> one `Site`, parsed once.
+
+Every problem is reported as `file:line: key: message` (a `BadInput` holding
+`SourceError`s). Structural problems stop the load; semantic ones (power, addresses,
+cabling, RoCE ...) are left to `rackform.checks`, which read the finished model.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from rackform.model import schema
+from rackform.model.site import (
+    HOST_ROLE_BY_CATEGORY,
+    SWITCH_PORT_PATTERNS,
+    Cable,
+    Device,
+    Endpoint,
+    Host,
+    Port,
+    Rack,
+    Site,
+    Switch,
+)
+from rackform.model.source import (
+    BadInput,
+    LineDict,
+    LineList,
+    Loc,
+    SourceError,
+    display_path,
+    load_yaml,
+)
+
+
+def site_paths(root: Path, site: str) -> tuple[Path, Path, Path]:
+    """Where a site's catalog, design and inventory live under the repo root."""
+    return root / "topologies" / "blocks", root / "topologies" / "sites" / f"{site}.yaml", root / "inventories" / site
+
+
+# ---------------------------------------------------------------- schema errors
+
+
+def _describe_path(data: Any, loc: tuple) -> tuple[str, Loc]:
+    """Follow a pydantic error location through the line-aware data.
+
+    Returns a readable key path (list items named by their `name` when they have
+    one) and the file position of the deepest element that exists.
+    """
+    parts: list[str] = []
+    node = data
+    where = node.loc if isinstance(node, (LineDict, LineList)) else Loc("?", 0)
+    for step in loc:
+        if isinstance(node, LineDict) and step in node:
+            where = node.key_loc(step)
+            parts.append(str(step))
+            node = node[step]
+        elif isinstance(node, LineList) and isinstance(step, int) and step < len(node):
+            where = node.item_loc(step)
+            item = node[step]
+            label = item.get("name") if isinstance(item, dict) else None
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{label or step}]"]
+            node = item
+        elif isinstance(step, str) and not step.startswith(("function-", "literal[")):
+            parts.append(step)
+            node = None
+    return ".".join(parts), where
+
+
+def _schema_message(error: dict, model_fields: list[str] | None) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1])
+        message = "unknown key"
+        if model_fields:
+            close = difflib.get_close_matches(key, model_fields, n=1)
+            if close:
+                message += f" (did you mean '{close[0]}'?)"
+            message += "; expected one of: " + ", ".join(model_fields)
+        return message
+    if kind == "missing":
+        return "required key is missing"
+    found = error.get("input")
+    shown = repr(found) if not isinstance(found, (dict, list)) else type(found).__name__
+    return f"{error['msg'][0].lower()}{error['msg'][1:]} (found {shown})"
+
+
+def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """The keys the schema allows where an unknown key was found."""
+    current: Any = model
+    for step in loc[:-1]:
+        if isinstance(step, int) or not isinstance(current, type) or not issubclass(current, BaseModel):
+            continue
+        field = current.model_fields.get(step)
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return None
+
+
+def _inner_model(annotation: Any) -> Any:
+    """The BaseModel inside `X`, `X | None`, `list[X]` or `dict[K, X]`, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def parse(model: type[BaseModel], data: Any, file_loc: Loc) -> Any:
+    """Validate `data` against `model`, translating failures into SourceErrors."""
+    if not isinstance(data, dict):
+        what = "empty file" if data is None else f"a {type(data).__name__}"
+        raise BadInput([SourceError(file_loc, "", f"expected a mapping at the top level, found {what}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = []
+        for error in exc.errors():
+            key, where = _describe_path(data, error["loc"])
+            fields = _fields_at(model, error["loc"]) if error["type"] == "extra_forbidden" else None
+            errors.append(SourceError(where, key, _schema_message(error, fields)))
+        raise BadInput(errors) from None
+
+
+# ---------------------------------------------------------------- catalog
+
+
+def load_catalog(blocks_dir: Path) -> dict[str, schema.BlockType]:
+    """Every `topologies/blocks/*.yaml`, keyed by block name."""
+    catalog: dict[str, schema.BlockType] = {}
+    errors: list[SourceError] = []
+    for path in sorted(blocks_dir.glob("*.yaml")):
+        try:
+            data = load_yaml(path)
+            block = parse(schema.BlockType, data, Loc(display_path(path), 1))
+            _check_block_shape(block, data)
+        except SourceError as exc:
+            errors.append(exc)
+            continue
+        except BadInput as exc:
+            errors.extend(exc.errors)
+            continue
+        if block.name != path.stem:
+            errors.append(SourceError(data.key_loc("name"), "name", f"must match the file name '{path.stem}'"))
+        catalog[block.name] = block
+    if errors:
+        raise BadInput(errors)
+    if not catalog:
+        raise BadInput([SourceError(Loc(display_path(blocks_dir), 0), "", "no building blocks found (*.yaml)")])
+    return catalog
+
+
+def _check_block_shape(block: schema.BlockType, data: LineDict) -> None:
+    if block.category == "switch":
+        if block.switch is None or block.node is not None:
+            raise SourceError(data.loc, "switch", "a switch block has a 'switch' section and no 'node' section")
+    elif block.node is None or block.switch is not None:
+        raise SourceError(data.loc, "node", f"a {block.category} block has a 'node' section and no 'switch' section")
+
+
+# ---------------------------------------------------------------- inventory
+
+
+def _inventory_hosts(inventory: Path) -> dict[str, tuple[Loc, dict]]:
+    """Hosts named anywhere in hosts.yml (all.hosts and nested children), with inline vars."""
+    path = inventory / "hosts.yml"
+    data = load_yaml(path)
+    if not isinstance(data, LineDict) or not isinstance(data.get("all"), LineDict):
+        where = data.loc if isinstance(data, LineDict) else Loc(display_path(path), 1)
+        raise SourceError(where, "all", "expected an Ansible YAML inventory with a top-level 'all' group")
+    found: dict[str, tuple[Loc, dict]] = {}
+
+    def walk(group: Any, where: str) -> None:
+        if group is None:
+            return
+        if not isinstance(group, LineDict):
+            raise SourceError(Loc(display_path(path), 0), where, "expected a mapping (hosts, children, vars)")
+        for key in group:
+            if key not in ("hosts", "children", "vars"):
+                raise SourceError(group.key_loc(key), f"{where}.{key}", "unknown key; expected hosts, children or vars")
+        hosts = group.get("hosts") or {}
+        for name, inline in hosts.items():
+            found.setdefault(str(name), (hosts.key_loc(name), inline or {}))
+        for child_name, child in (group.get("children") or {}).items():
+            walk(child, f"{where}.children.{child_name}")
+
+    walk(data["all"], "all")
+    return found
+
+
+def _host_vars(inventory: Path, name: str, inline: dict, declared: Loc) -> tuple[schema.HostVars, LineDict, Loc]:
+    path = inventory / "host_vars" / f"{name}.yml"
+    data: Any = inline
+    where = declared
+    if path.exists():
+        file_data = load_yaml(path)
+        where = Loc(display_path(path), 1)
+        if not isinstance(file_data, dict):
+            raise BadInput([SourceError(where, "", "expected a mapping of host variables")])
+        if inline:
+            merged = LineDict({**inline, **file_data})
+            merged.path, merged.line = file_data.path, file_data.line
+            merged.lines = {**{k: 0 for k in inline}, **file_data.lines}
+            file_data = merged
+        data = file_data
+    if not data:
+        raise BadInput([SourceError(declared, name, f"no variables for this host (expected {display_path(path)})")])
+    return parse(schema.HostVars, data, where), data, where
+
+
+# ---------------------------------------------------------------- site
+
+
+def _port_map(groups: list[schema.PortGroup]) -> dict[str, Port]:
+    ports: dict[str, Port] = {}
+    for group in groups:
+        for n in range(group.first, group.first + group.count):
+            name = group.pattern.replace("{n}", str(n))
+            ports[name] = Port(name, group.role, group.speed_gbps)
+    return ports
+
+
+def _switch_ports(block: schema.BlockType, os_name: str) -> dict[str, Port]:
+    assert block.switch is not None
+    pattern = SWITCH_PORT_PATTERNS[os_name]
+    return {
+        pattern.format(n=n): Port(pattern.format(n=n), "fabric", block.switch.speed_gbps)
+        for n in range(1, block.switch.ports + 1)
+    }
+
+
+def _parse_endpoint(text: str) -> Endpoint:
+    device, port = text.split(":", 1)
+    return Endpoint(device, port)
+
+
+def load_site(site: str, root: Path = Path(".")) -> Site:
+    """Load and resolve one site; raise BadInput listing every problem found."""
+    blocks_dir, site_path, inventory = site_paths(root, site)
+    if not site_path.exists():
+        known = sorted(p.stem for p in site_path.parent.glob("*.yaml"))
+        raise BadInput(
+            [SourceError(Loc(display_path(site_path), 0), "", f"no such site '{site}'; known sites: {', '.join(known) or 'none'}")]
+        )
+    catalog = load_catalog(blocks_dir)
+    raw = load_yaml(site_path)
+    design: schema.SiteFile = parse(schema.SiteFile, raw, Loc(display_path(site_path), 1))
+    errors: list[SourceError] = []
+
+    if design.site != site:
+        errors.append(SourceError(raw.key_loc("site"), "site", f"must match the file name '{site}'"))
+
+    racks, hosts, switches = _resolve_racks(design, raw, catalog, errors)
+    networks = {net.name: net for net in design.networks}
+    network_locs = {}
+    for index, net in enumerate(design.networks):
+        loc = raw["networks"].item_loc(index)
+        if net.name in network_locs:
+            errors.append(SourceError(loc, f"networks[{net.name}]", f"network name used twice (first at line {network_locs[net.name].line})"))
+        network_locs[net.name] = loc
+    for switch in switches.values():
+        if switch.fabric is not None and switch.fabric not in networks:
+            errors.append(SourceError(switch.loc, f"{switch.name}.switch.fabric", f"no network named '{switch.fabric}'; networks: {', '.join(networks)}"))
+
+    cables = [
+        Cable(_parse_endpoint(cable.a), _parse_endpoint(cable.b), raw["cabling"].item_loc(index))
+        for index, cable in enumerate(design.cabling)
+    ]
+
+    group_vars, extra_keys = _load_inventory(inventory, hosts, switches, errors)
+    if errors:
+        raise BadInput(errors)
+    return Site(
+        name=design.site,
+        description=design.description,
+        power_basis=design.power_basis,
+        racks=racks,
+        networks=networks,
+        network_locs=network_locs,
+        fabric=design.fabric,
+        fabric_loc=raw.key_loc("fabric"),
+        cables=cables,
+        kubernetes=design.kubernetes,
+        kubernetes_loc=raw.key_loc("kubernetes") if design.kubernetes else None,
+        hosts=hosts,
+        switches=switches,
+        catalog=catalog,
+        group_vars=group_vars,
+        site_path=site_path,
+        inventory_path=inventory,
+        loc=raw.loc,
+        extra_inventory_keys=extra_keys,
+    )
+
+
+def _resolve_racks(design, raw, catalog, errors):
+    racks: list[Rack] = []
+    hosts: dict[str, Host] = {}
+    switches: dict[str, Switch] = {}
+    device_names: dict[str, Loc] = {}
+    for rack_index, rack in enumerate(design.racks):
+        raw_rack = raw["racks"][rack_index]
+        devices: list[Device] = []
+        raw_devices = raw_rack.get("devices") or LineList()
+        for index, placed in enumerate(rack.devices):
+            loc = raw_devices.item_loc(index)
+            block = catalog.get(placed.block)
+            if block is None:
+                close = difflib.get_close_matches(placed.block, catalog, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                errors.append(SourceError(raw_devices[index].key_loc("block"), f"racks[{rack.name}].devices[{placed.name}].block", f"unknown block type '{placed.block}'{hint}; catalog: {', '.join(sorted(catalog))}"))
+                continue
+            if placed.name in device_names:
+                errors.append(SourceError(loc, f"devices[{placed.name}]", f"device name used twice (first at {device_names[placed.name]})"))
+                continue
+            device_names[placed.name] = loc
+            device = _place_device(rack.name, placed, block, loc, raw_devices[index], errors)
+            if device is None:
+                continue
+            devices.append(device)
+            if placed.switch is not None:
+                switches[device.name] = Switch(
+                    name=device.name, device=device, role=placed.switch.role, os=placed.switch.os,
+                    fabric=placed.switch.fabric, asn=placed.switch.asn,
+                    ports=_switch_ports(block, placed.switch.os), loc=loc,
+                )
+                continue
+            assert block.node is not None
+            for host_name in device.host_names:
+                if host_name in hosts or host_name in device_names and host_name != device.name:
+                    errors.append(SourceError(loc, f"devices[{placed.name}].hosts", f"host name '{host_name}' used twice"))
+                    continue
+                hosts[host_name] = Host(
+                    name=host_name, device=device, role=HOST_ROLE_BY_CATEGORY[block.category],
+                    ports=_port_map(block.node.ports), loc=loc,
+                )
+        racks.append(
+            Rack(
+                name=rack.name, height_u=rack.height_u, power_budget_w=rack.power_budget_w,
+                devices=devices, loc=raw["racks"].item_loc(rack_index),
+                budget_loc=raw_rack.key_loc("power_budget_w"),
+                height_loc=raw_rack.key_loc("height_u") if "height_u" in raw_rack else raw_rack.loc,
+            )
+        )
+    return racks, hosts, switches
+
+
+def _place_device(rack_name, placed, block, loc, raw_device, errors) -> Device | None:
+    key = f"racks[{rack_name}].devices[{placed.name}]"
+    if block.category == "switch" and placed.switch is None:
+        errors.append(SourceError(loc, f"{key}.switch", f"block '{block.name}' is a switch: give switch: {{role, os}}"))
+        return None
+    if block.category != "switch" and placed.switch is not None:
+        errors.append(SourceError(raw_device.key_loc("switch"), f"{key}.switch", f"block '{block.name}' is a {block.category} block, not a switch"))
+        return None
+    if placed.switch is not None and block.switch is not None and placed.switch.os not in block.switch.os:
+        errors.append(SourceError(raw_device.key_loc("switch"), f"{key}.switch.os", f"'{placed.switch.os}' does not run on {block.name}; it ships with: {', '.join(block.switch.os)}"))
+        return None
+    if placed.hosts is not None:
+        if placed.switch is not None:
+            errors.append(SourceError(raw_device.key_loc("hosts"), f"{key}.hosts", "switches have no host list"))
+            return None
+        if len(placed.hosts) > block.nodes:
+            errors.append(SourceError(raw_device.key_loc("hosts"), f"{key}.hosts", f"{len(placed.hosts)} hosts given but a {block.name} block holds {block.nodes} node(s)"))
+            return None
+        host_names = list(placed.hosts)
+    elif placed.switch is not None or block.nodes == 1:
+        host_names = [placed.name]
+    else:
+        host_names = [f"{placed.name}-n{i}" for i in range(1, block.nodes + 1)]
+    return Device(
+        name=placed.name, block=block, rack=rack_name, position_u=placed.position_u,
+        host_names=host_names, loc=loc, switch=placed.switch, roce_overrides=placed.roce_overrides,
+    )
+
+
+def _load_inventory(inventory: Path, hosts: dict[str, Host], switches: dict[str, Switch], errors: list[SourceError]):
+    if not inventory.is_dir():
+        errors.append(SourceError(Loc(display_path(inventory), 0), "", "inventory folder not found (expected hosts.yml, host_vars/)"))
+        return schema.GroupVarsAll(), {}
+    try:
+        listed = _inventory_hosts(inventory)
+    except SourceError as exc:
+        errors.append(exc)
+        return schema.GroupVarsAll(), {}
+    extra = {}
+    for name, (declared, inline) in listed.items():
+        node = hosts.get(name) or switches.get(name)
+        if node is None:
+            extra[name] = declared
+            errors.append(SourceError(declared, name, "host is in the inventory but not placed in any rack of the site design"))
+            continue
+        try:
+            values, data, where = _host_vars(inventory, name, inline, declared)
+        except (BadInput, SourceError) as exc:
+            errors.extend(exc.errors if isinstance(exc, BadInput) else [exc])
+            continue
+        node.vars_loc = where
+        node.var_locs = {key: data.key_loc(key) for key in data}
+        node.management_address = values.management_address
+        node.management_mac = values.management_mac
+        node.serial = values.serial
+        if isinstance(node, Host):
+            node.bmc_address = values.bmc_address
+            node.bmc_mac = values.bmc_mac
+            for port_name, port in values.fabric_ports.items():
+                fabric_ports = data.get("fabric_ports")
+                node.var_locs[f"fabric_ports.{port_name}"] = fabric_ports.key_loc(port_name)
+                if port.address is not None:
+                    node.fabric_addresses[port_name] = port.address
+                if port.mac is not None:
+                    node.fabric_macs[port_name] = port.mac
+        elif values.bmc_address is not None or values.fabric_ports:
+            errors.append(SourceError(where, name, "switches take management_address, management_mac and serial only"))
+    for name, node in {**hosts, **switches}.items():
+        if name not in listed:
+            managed = not isinstance(node, Switch) or node.os != "unmanaged"
+            if managed:
+                errors.append(SourceError(node.loc, name, f"placed in the site design but missing from {display_path(inventory / 'hosts.yml')}"))
+    group_vars = schema.GroupVarsAll()
+    group_path = inventory / "group_vars" / "all.yml"
+    if group_path.exists():
+        try:
+            group_vars = parse(schema.GroupVarsAll, load_yaml(group_path), Loc(display_path(group_path), 1))
+        except BadInput as exc:
+            errors.extend(exc.errors)
+        except SourceError as exc:
+            errors.append(exc)
+    return group_vars, extra

@@ -1,0 +1,248 @@
+"""The shape of rackform's input files, as pydantic models.
+
+These are the file formats a person edits (catalog blocks, site designs, inventory
+host variables). Unknown keys are refused so a typo never passes silently.
+`rackform.model.loader` turns a validation failure into `file:line: key: message`.
+Cross-references (a block named by a device, a port named by a cable) are resolved
+later, in `rackform.model.site`.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+"""A DNS-label-safe name: lowercase letters, digits and inner hyphens."""
+
+Mac = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")]
+"""A MAC address, lowercase, colon separated."""
+
+Priority = Annotated[int, Field(ge=0, le=7)]
+Dscp = Annotated[int, Field(ge=0, le=63)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+# ---------------------------------------------------------------- catalog blocks
+
+
+class Power(Strict):
+    typical_w: PositiveInt
+    """Draw under a typical training load, for the whole chassis."""
+    max_w: PositiveInt
+    """Nameplate maximum for the whole chassis: what rack budgets are checked against."""
+
+
+class Drives(Strict):
+    count: PositiveInt
+    media: Literal["nvme", "ssd", "hdd"]
+    form_factor: Literal["2.5in", "3.5in", "m.2", "u.2"] | None = None
+    size_tb: float | None = None
+
+
+class PortGroup(Strict):
+    role: Literal["fabric", "management", "bmc"]
+    pattern: str = Field(pattern=r"\{n\}")
+    """Port names, `{n}` numbered from `first`: `fab{n}` gives fab0, fab1 ..."""
+    first: int = 0
+    count: PositiveInt
+    speed_gbps: PositiveInt
+
+
+class Gpus(Strict):
+    count: PositiveInt
+    model: str
+    memory_gb: PositiveInt
+    nvswitches: int = 0
+
+
+class NodeSpec(Strict):
+    """What one node of a block carries (a 4-node HCI block has four of these)."""
+
+    cpu_cores: int = 0
+    memory_gb: PositiveInt
+    drives: list[Drives] = []
+    ports: list[PortGroup]
+    gpus: Gpus | None = None
+
+
+SwitchOs = Literal["onyx", "cumulus", "unmanaged"]
+
+
+class SwitchSpec(Strict):
+    os: list[SwitchOs] = Field(min_length=1)
+    """Switch operating systems this model ships with."""
+    ports: PositiveInt
+    speed_gbps: PositiveInt
+    asic: str | None = None
+
+
+class BlockType(Strict):
+    """One building-block type of the catalog (`topologies/blocks/<name>.yaml`)."""
+
+    name: Name
+    display_name: str
+    vendor: str
+    category: Literal["hci", "compute", "storage", "gpu", "switch"]
+    rack_units: PositiveInt
+    nodes: PositiveInt = 1
+    power: Power
+    node: NodeSpec | None = None
+    """Per-node figures; every category but `switch` has them."""
+    switch: SwitchSpec | None = None
+    """Switch figures; only `switch` blocks have them."""
+    sources: dict[str, str] = Field(min_length=1)
+    """Where each figure comes from, keyed by field."""
+
+
+# ---------------------------------------------------------------- site design
+
+
+class SwitchPlacement(Strict):
+    role: Literal["leaf", "spine", "management", "oob"]
+    os: SwitchOs
+    fabric: Name | None = None
+    """The fabric network (by name) a leaf or spine belongs to."""
+    asn: Annotated[int, Field(ge=1, le=4294967295)] | None = None
+
+
+class RoceOverrides(Strict):
+    """Per-device departures from the site's fabric settings (rarely right; checked)."""
+
+    pfc_priorities: list[Priority] | None = None
+    trust: Literal["dscp", "pcp"] | None = None
+    mtu: PositiveInt | None = None
+    ecn: bool | None = None
+    dscp_to_priority: dict[Dscp, Priority] | None = None
+    roce_tos: Annotated[int, Field(ge=0, le=255)] | None = None
+
+
+class DevicePlacement(Strict):
+    name: Name
+    block: Name
+    position_u: PositiveInt
+    """Lowest rack unit the device occupies (U1 is at the bottom)."""
+    hosts: list[Name] | None = None
+    """Host names of the populated nodes; default: the device name (one node) or name-nN."""
+    switch: SwitchPlacement | None = None
+    roce_overrides: RoceOverrides | None = None
+
+
+class Rack(Strict):
+    name: Name
+    height_u: PositiveInt = 42
+    power_budget_w: PositiveInt
+    devices: list[DevicePlacement] = []
+
+
+class Network(Strict):
+    name: Name
+    purpose: Literal["management", "oob", "compute_fabric", "storage_fabric"]
+    prefix: IPv4Network
+    gateway: IPv4Address | None = None
+
+
+class RoceIntent(Strict):
+    """What the design wants: the values both sides must implement."""
+
+    priority: Priority = 3
+    dscp: Dscp = 26
+    cnp_priority: Priority = 6
+    cnp_dscp: Dscp = 48
+
+
+class Ecn(Strict):
+    enabled: bool = True
+    min_kb: PositiveInt = 150
+    max_kb: PositiveInt = 1500
+
+
+class SwitchQos(Strict):
+    trust: Literal["dscp", "pcp"] = "dscp"
+    pfc_priorities: list[Priority] = [3]
+    dscp_to_priority: dict[Dscp, Priority] = {26: 3, 48: 6}
+    ecn: Ecn = Ecn()
+    pfc_watchdog: bool = True
+    mtu: PositiveInt = 9216
+
+
+class HostQos(Strict):
+    trust: Literal["dscp", "pcp"] = "dscp"
+    pfc_priorities: list[Priority] = [3]
+    roce_tos: Annotated[int, Field(ge=0, le=255)] = 106
+    """IP ToS byte of RoCE traffic: DSCP << 2 plus the ECN-capable bits."""
+    ecn: bool = True
+    mtu: PositiveInt = 9000
+
+
+class Fabric(Strict):
+    no_single_point_of_failure: bool = True
+    """Every GPU node's fabric ports reach at least two different leaf switches."""
+    roce: RoceIntent = RoceIntent()
+    switch: SwitchQos = SwitchQos()
+    host: HostQos = HostQos()
+
+
+class Cable(Strict):
+    a: str = Field(pattern=r"^[^:\s]+:\S+$")
+    """`device:port`, e.g. `gpu-1:fab0` or `leaf-1:swp1`."""
+    b: str = Field(pattern=r"^[^:\s]+:\S+$")
+
+
+class Kubernetes(Strict):
+    version: str = Field(pattern=r"^1\.\d+\.\d+$")
+    control_plane: list[Name] = Field(min_length=1)
+    api_vip: IPv4Address | None = None
+    pod_prefix: IPv4Network = IPv4Network("10.244.0.0/16")
+    service_prefix: IPv4Network = IPv4Network("10.96.0.0/12")
+    cni: Literal["calico", "cilium", "flannel"] = "calico"
+
+
+class SiteFile(Strict):
+    """A site design (`topologies/sites/<site>.yaml`)."""
+
+    site: Name
+    description: str = ""
+    power_basis: Literal["max", "typical"] = "max"
+    """Which catalog figure the rack budgets are checked against."""
+    racks: list[Rack] = Field(min_length=1)
+    networks: list[Network] = Field(min_length=1)
+    fabric: Fabric = Fabric()
+    cabling: list[Cable] = []
+    kubernetes: Kubernetes | None = None
+
+
+# ---------------------------------------------------------------- inventory
+
+
+class FabricPort(Strict):
+    mac: Mac | None = None
+    address: IPv4Interface | None = None
+
+
+class HostVars(Strict):
+    """Concrete facts about one host or switch (`inventories/<site>/host_vars/<host>.yml`)."""
+
+    management_address: IPv4Address
+    management_mac: Mac | None = None
+    bmc_address: IPv4Address | None = None
+    bmc_mac: Mac | None = None
+    serial: str | None = None
+    fabric_ports: dict[str, FabricPort] = {}
+
+
+class GroupVarsAll(Strict):
+    """Site-wide connection and OS settings (`inventories/<site>/group_vars/all.yml`)."""
+
+    ansible_user: str = "root"
+    ansible_ssh_private_key_file: str | None = None
+    ntp_servers: list[str] = []
+    dns_servers: list[IPv4Address] = []
+    timezone: str = "Etc/UTC"
+    domain: str = "cluster.local"

@@ -1,0 +1,141 @@
+"""YAML loading that remembers where every key came from.
+
+Every mapping becomes a `LineDict` and every sequence a `LineList`; both carry the
+line of each key or item, so an error found much later (by the schema or by a
+preflight check) can still name the file and line a person has to edit.
+LibYAML's C parser is used when PyYAML was built with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A place in an input file: what an error points a person at."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+class SourceError(Exception):
+    """Bad input: a file, a line, a key and what was expected.
+
+    The CLI prints these as `path:line: key: message` and exits 2; they never
+    surface as a traceback.
+    """
+
+    def __init__(self, loc: Loc, key: str, message: str):
+        super().__init__(f"{loc}: {key}: {message}" if key else f"{loc}: {message}")
+        self.loc = loc
+        self.key = key
+        self.message = message
+
+
+class LineDict(dict):
+    """A mapping that knows its own line and the line of each key."""
+
+    __slots__ = ("path", "line", "lines")
+
+    def key_loc(self, key: Any) -> Loc:
+        return Loc(self.path, self.lines.get(key, self.line))
+
+    @property
+    def loc(self) -> Loc:
+        return Loc(self.path, self.line)
+
+
+class LineList(list):
+    """A sequence that knows its own line and the line of each item."""
+
+    __slots__ = ("path", "line", "lines")
+
+    def item_loc(self, index: int) -> Loc:
+        line = self.lines[index] if 0 <= index < len(self.lines) else self.line
+        return Loc(self.path, line)
+
+    @property
+    def loc(self) -> Loc:
+        return Loc(self.path, self.line)
+
+
+def _loader_for(path: str) -> type:
+    """A loader class whose containers record lines for `path`."""
+
+    class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+        pass
+
+    def construct_mapping(loader: Any, node: yaml.MappingNode) -> LineDict:
+        loader.flatten_mapping(node)
+        data = LineDict()
+        data.path, data.line, data.lines = path, node.start_mark.line + 1, {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise SourceError(Loc(path, line), "", "a mapping key must be a plain scalar")
+            if key in data:
+                raise SourceError(
+                    Loc(path, line),
+                    str(key),
+                    f"duplicate key (first given on line {data.lines[key]})",
+                )
+            data[key] = loader.construct_object(value_node, deep=True)
+            data.lines[key] = line
+        return data
+
+    def construct_sequence(loader: Any, node: yaml.SequenceNode) -> LineList:
+        data = LineList(loader.construct_object(child, deep=True) for child in node.value)
+        data.path, data.line = path, node.start_mark.line + 1
+        data.lines = [child.start_mark.line + 1 for child in node.value]
+        return data
+
+    _LineLoader.add_constructor("tag:yaml.org,2002:map", construct_mapping)
+    _LineLoader.add_constructor("tag:yaml.org,2002:seq", construct_sequence)
+    return _LineLoader
+
+
+def display_path(path: Path) -> str:
+    """The path as a person would type it: relative to the working directory if inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_yaml(path: Path, *, shown_as: str | None = None) -> Any:
+    """Parse one YAML file into LineDict/LineList/scalars, or raise SourceError."""
+    shown = shown_as or display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(Loc(shown, 0), "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(Loc(shown, 0), "", f"cannot read file: {exc}") from None
+    try:
+        return yaml.load(text, Loader=_loader_for(shown))  # noqa: S506 - safe loader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SourceError(Loc(shown, line), "", f"YAML syntax error: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise SourceError(Loc(shown, 0), "", f"YAML error: {exc}") from None
+
+
+class BadInput(Exception):
+    """One or more `SourceError`s found in the input; nothing may be acted on."""
+
+    def __init__(self, errors: list[SourceError]):
+        super().__init__("\n".join(str(error) for error in errors))
+        self.errors = errors
