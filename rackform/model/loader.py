@@ -26,15 +26,22 @@ from rackform.model.site import (
     Site,
     Switch,
 )
-from rackform.model.source import (
-    BadInput,
-    LineDict,
-    LineList,
-    Loc,
-    SourceError,
-    display_path,
-    load_yaml,
-)
+from rackform.model import source
+from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
+
+
+class _Paths:
+    """Shows input paths relative to the repo root being loaded (set per load)."""
+
+    root: Path | None = None
+
+
+def display_path(path: Path) -> str:
+    return source.display_path(path, _Paths.root)
+
+
+def load_yaml(path: Path):
+    return source.load_yaml(path, shown_as=display_path(path))
 
 
 def site_paths(root: Path, site: str) -> tuple[Path, Path, Path]:
@@ -245,6 +252,7 @@ def _parse_endpoint(text: str) -> Endpoint:
 
 def load_site(site: str, root: Path = Path(".")) -> Site:
     """Load and resolve one site; raise BadInput listing every problem found."""
+    _Paths.root = root
     blocks_dir, site_path, inventory = site_paths(root, site)
     if not site_path.exists():
         known = sorted(p.stem for p in site_path.parent.glob("*.yaml"))

@@ -105,10 +105,12 @@ def _loader_for(path: str) -> type:
     return _LineLoader
 
 
-def display_path(path: Path) -> str:
-    """The path as a person would type it: relative to the working directory if inside it."""
+def display_path(path: Path, root: Path | None = None) -> str:
+    """The path as a person would see it in the repo: relative to `root` (default: the
+    working directory) when inside it, else as given."""
+    base = (root or Path.cwd()).resolve()
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(base))
     except ValueError:
         return str(path)
 
