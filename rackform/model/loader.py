@@ -267,7 +267,7 @@ def load_site(site: str, root: Path = Path(".")) -> Site:
     if design.site != site:
         errors.append(SourceError(raw.key_loc("site"), "site", f"must match the file name '{site}'"))
 
-    racks, hosts, switches = _resolve_racks(design, raw, catalog, errors)
+    racks, hosts, switches, unresolved = _resolve_racks(design, raw, catalog, errors)
     networks = {net.name: net for net in design.networks}
     network_locs = {}
     for index, net in enumerate(design.networks):
@@ -284,7 +284,7 @@ def load_site(site: str, root: Path = Path(".")) -> Site:
         for index, cable in enumerate(design.cabling)
     ]
 
-    group_vars, extra_keys = _load_inventory(inventory, hosts, switches, errors)
+    group_vars, extra_keys = _load_inventory(inventory, hosts, switches, unresolved, errors)
     if errors:
         raise BadInput(errors)
     return Site(
@@ -315,6 +315,7 @@ def _resolve_racks(design, raw, catalog, errors):
     hosts: dict[str, Host] = {}
     switches: dict[str, Switch] = {}
     device_names: dict[str, Loc] = {}
+    unresolved: set[str] = set()  # names of devices already reported, so the inventory does not repeat them
     for rack_index, rack in enumerate(design.racks):
         raw_rack = raw["racks"][rack_index]
         devices: list[Device] = []
@@ -322,6 +323,7 @@ def _resolve_racks(design, raw, catalog, errors):
         for index, placed in enumerate(rack.devices):
             loc = raw_devices.item_loc(index)
             block = catalog.get(placed.block)
+            unresolved.update(placed.hosts or [placed.name])
             if block is None:
                 close = difflib.get_close_matches(placed.block, catalog, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -334,6 +336,7 @@ def _resolve_racks(design, raw, catalog, errors):
             device = _place_device(rack.name, placed, block, loc, raw_devices[index], errors)
             if device is None:
                 continue
+            unresolved.difference_update(placed.hosts or [placed.name])
             devices.append(device)
             if placed.switch is not None:
                 switches[device.name] = Switch(
@@ -359,7 +362,7 @@ def _resolve_racks(design, raw, catalog, errors):
                 height_loc=raw_rack.key_loc("height_u") if "height_u" in raw_rack else raw_rack.loc,
             )
         )
-    return racks, hosts, switches
+    return racks, hosts, switches, unresolved
 
 
 def _place_device(rack_name, placed, block, loc, raw_device, errors) -> Device | None:
@@ -391,7 +394,13 @@ def _place_device(rack_name, placed, block, loc, raw_device, errors) -> Device |
     )
 
 
-def _load_inventory(inventory: Path, hosts: dict[str, Host], switches: dict[str, Switch], errors: list[SourceError]):
+def _load_inventory(
+    inventory: Path,
+    hosts: dict[str, Host],
+    switches: dict[str, Switch],
+    unresolved: set[str],
+    errors: list[SourceError],
+):
     if not inventory.is_dir():
         errors.append(SourceError(Loc(display_path(inventory), 0), "", "inventory folder not found (expected hosts.yml, host_vars/)"))
         return schema.GroupVarsAll(), {}
@@ -403,6 +412,8 @@ def _load_inventory(inventory: Path, hosts: dict[str, Host], switches: dict[str,
     extra = {}
     for name, (declared, inline) in listed.items():
         node = hosts.get(name) or switches.get(name)
+        if node is None and name in unresolved:
+            continue
         if node is None:
             extra[name] = declared
             errors.append(SourceError(declared, name, "host is in the inventory but not placed in any rack of the site design"))

@@ -1,0 +1,52 @@
+# rackform — the two commands a newcomer needs:
+#   make demo   validate, render and draw the embedded `lab` site
+#   make test   the whole test suite
+# Both install what they need on a fresh Debian machine (apt packages and a venv).
+
+SHELL := /bin/bash
+VENV := .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed
+# Debian packages the tool and its tests use (installed when missing; needs root or sudo).
+APT_PACKAGES := git openssh-client
+SITE ?= lab
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install apt demo test test-fast bench clean
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+install: apt $(STAMP)
+
+demo: install
+	rackform validate $(SITE)
+	rackform render $(SITE)
+	rackform diagram $(SITE)
+	@echo
+	@echo "The emitted Ansible project is in build/$(SITE)/ (see its README.md);"
+	@echo "rack elevations are in build/$(SITE)/diagrams/."
+
+test: install
+	pytest -n 2 -q
+
+test-fast: install
+	pytest -n 2 -q -m "not slow and not lab"
+
+bench: install
+	python bench/bench_scale.py
+
+clean:
+	rm -rf build .pytest_cache

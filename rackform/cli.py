@@ -1,0 +1,186 @@
+"""The `rackform` command line: the same pipeline the Pulumi program drives.
+
+Exit status: 0 success, 1 a run failed, 2 bad input (the design or the command line);
+bad input is reported as `file:line: key: message`, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rackform import __version__
+from rackform.checks import Finding
+from rackform.model.site import Site
+from rackform.model.source import BadInput
+from rackform.pipeline import DesignRejected, build_dir, load_and_check
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rackform",
+        description="From cabled racks to a GPU Kubernetes cluster, as code.",
+        epilog="Sites live in topologies/sites/<site>.yaml with their hosts in inventories/<site>/.",
+    )
+    parser.add_argument("--version", action="version", version=f"rackform {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("site", metavar="SITE", help="site name (topologies/sites/SITE.yaml)")
+        sub.add_argument("--root", type=Path, default=Path("."), help="repository root holding topologies/ and inventories/ (default: .)")
+        return sub
+
+    validate = add("validate", "Load a site and run every preflight check; touch nothing.")
+    validate.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    validate.set_defaults(func=cmd_validate)
+
+    render = add("render", "Check a site and write its standalone Ansible project to build/SITE/.")
+    render.add_argument("--out", type=Path, help="output folder (default: ROOT/build/SITE)")
+    render.set_defaults(func=cmd_render)
+
+    diagram = add("diagram", "Draw an SVG rack elevation per rack (U positions, blocks, power against budget).")
+    diagram.add_argument("--out", type=Path, help="output folder (default: ROOT/build/SITE/diagrams)")
+    diagram.set_defaults(func=cmd_diagram)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BadInput as exc:
+        return _report_bad_input(exc, as_json=getattr(args, "json", False), site=args.site)
+    except DesignRejected as exc:
+        return _report_rejected(exc, as_json=getattr(args, "json", False), site=args.site)
+    except KeyboardInterrupt:
+        print("rackform: interrupted", file=sys.stderr)
+        return 130
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _report_bad_input(exc: BadInput, *, as_json: bool, site: str) -> int:
+    if as_json:
+        errors = [
+            {"file": e.loc.path, "line": e.loc.line, "key": e.key, "message": e.message, "severity": "error", "check": "load"}
+            for e in exc.errors
+        ]
+        print(json.dumps({"site": site, "ok": False, "errors": errors, "warnings": []}, indent=2))
+    for error in exc.errors:
+        print(error, file=sys.stderr)
+    print(f"rackform: {site}: {len(exc.errors)} error(s) in the input; nothing was changed", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _report_rejected(exc: DesignRejected, *, as_json: bool, site: str) -> int:
+    errors = [f for f in exc.findings if f.severity == "error"]
+    warnings = [f for f in exc.findings if f.severity == "warning"]
+    if as_json:
+        print(json.dumps(_findings_json(site, errors, warnings), indent=2))
+    for finding in exc.findings:
+        print(finding, file=sys.stderr)
+    print(
+        f"rackform: {site}: {len(errors)} error(s), {len(warnings)} warning(s) in the design; nothing was changed",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT
+
+
+def _findings_json(site: str, errors: list[Finding], warnings: list[Finding], summary: dict | None = None) -> dict:
+    data = {
+        "site": site,
+        "ok": not errors,
+        "errors": [f.as_dict() for f in errors],
+        "warnings": [f.as_dict() for f in warnings],
+    }
+    if summary is not None:
+        data["summary"] = summary
+    return data
+
+
+def _summary(site: Site) -> dict:
+    racks = []
+    for rack in site.racks:
+        used_u = sum(device.block.rack_units for device in rack.devices)
+        power_w = sum(device.power_w(site.power_basis) for device in rack.devices)
+        racks.append(
+            {
+                "rack": rack.name,
+                "used_u": used_u,
+                "height_u": rack.height_u,
+                "power_w": power_w,
+                "power_budget_w": rack.power_budget_w,
+                "power_pct": round(100 * power_w / rack.power_budget_w, 1),
+            }
+        )
+    return {
+        "hosts": len(site.hosts),
+        "switches": len(site.switches),
+        "cables": len(site.cables),
+        "gpus": sum((host.block.node.gpus.count if host.block.node.gpus else 0) for host in site.hosts.values()),
+        "power_basis": site.power_basis,
+        "racks": racks,
+    }
+
+
+def _print_warnings(warnings: list[Finding]) -> None:
+    for finding in warnings:
+        print(finding, file=sys.stderr)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    site, warnings = load_and_check(args.site, args.root)
+    summary = _summary(site)
+    if args.json:
+        print(json.dumps(_findings_json(site.name, [], warnings, summary), indent=2))
+        return EXIT_OK
+    _print_warnings(warnings)
+    print(
+        f"{site.name}: {summary['hosts']} hosts ({summary['gpus']} GPUs), {summary['switches']} switches, "
+        f"{summary['cables']} cables, {len(site.racks)} rack(s)"
+    )
+    for rack in summary["racks"]:
+        print(
+            f"  rack {rack['rack']}: {rack['used_u']}/{rack['height_u']} U, "
+            f"{rack['power_w'] / 1000:.1f}/{rack['power_budget_w'] / 1000:.1f} kW ({rack['power_pct']:.0f} %, {site.power_basis})"
+        )
+    print(f"{site.name}: valid, {len(warnings)} warning(s)")
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from rackform.render.project import render_project
+
+    site, warnings = load_and_check(args.site, args.root)
+    _print_warnings(warnings)
+    out_dir = args.out or build_dir(args.root, site.name)
+    result = render_project(site, out_dir)
+    print(f"{site.name}: rendered {result.total} files to {out_dir} ({result.changed} changed, {result.removed} removed)")
+    return EXIT_OK
+
+
+def cmd_diagram(args: argparse.Namespace) -> int:
+    from rackform.render.diagram import site_svgs
+
+    site, warnings = load_and_check(args.site, args.root)
+    _print_warnings(warnings)
+    out_dir = args.out or build_dir(args.root, site.name) / "diagrams"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file_name, svg in site_svgs(site).items():
+        path = out_dir / file_name
+        path.write_text(svg, encoding="utf-8")
+        print(f"{site.name}: wrote {path}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
