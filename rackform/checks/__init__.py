@@ -22,24 +22,26 @@ def check(fn: CheckFn) -> CheckFn:
     return fn
 
 
+# Report order: one module per family of checks, the physical layer first.
+CHECK_MODULES = ("racks", "addresses", "cabling", "roce", "kubernetes", "bandwidth")
+
+
 def run_checks(site: Site) -> list[Finding]:
-    _import_check_modules()
     findings: list[Finding] = []
-    for fn in REGISTRY:
+    for fn in registered_checks():
         findings.extend(fn(site))
     return findings
 
 
-def _import_check_modules() -> None:
-    # Imported for their @check registrations; order here is report order.
-    from rackform.checks import (  # noqa: F401
-        addresses,
-        bandwidth,
-        cabling,
-        kubernetes,
-        racks,
-        roce,
-    )
+def registered_checks() -> list[CheckFn]:
+    """Every check, in CHECK_MODULES order (imports register them via @check)."""
+    import importlib
+
+    modules = [f"{__name__}.{name}" for name in CHECK_MODULES]
+    for module in modules:
+        importlib.import_module(module)
+    rank = {module: index for index, module in enumerate(modules)}
+    return sorted(REGISTRY, key=lambda fn: rank.get(fn.__module__, len(rank)))
 
 
 __all__ = ["Finding", "check", "run_checks", "REGISTRY"]

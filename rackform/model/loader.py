@@ -252,6 +252,13 @@ def _parse_endpoint(text: str) -> Endpoint:
 
 def load_site(site: str, root: Path = Path(".")) -> Site:
     """Load and resolve one site; raise BadInput listing every problem found."""
+    try:
+        return _load_site(site, root)
+    except SourceError as exc:  # a file that could not be read at all
+        raise BadInput([exc]) from None
+
+
+def _load_site(site: str, root: Path) -> Site:
     _Paths.root = root
     blocks_dir, site_path, inventory = site_paths(root, site)
     if not site_path.exists():
