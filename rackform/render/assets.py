@@ -1,0 +1,74 @@
+"""Where the emitted project's templates and roles come from, and their Jinja setup.
+
+`templates/` (files rackform writes: playbooks, ansible.cfg, README, Onyx configs)
+and `roles/` (copied into every project) sit at the root of the rackform
+checkout, next to this package. Each template is compiled once per process:
+the environments below keep their compiled templates cached.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from rackform.render import yamltext
+
+ASSETS_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES_DIR = ASSETS_ROOT / "templates"
+ROLES_DIR = ASSETS_ROOT / "roles"
+
+# Editor droppings and caches that must never travel into a project.
+_SKIPPED_NAMES = {"__pycache__", ".DS_Store"}
+_SKIPPED_SUFFIXES = (".pyc", ".swp", ".swo", "~", ".orig", ".rej")
+
+
+@lru_cache(maxsize=1)
+def project_templates() -> jinja2.Environment:
+    """Templates for files rackform writes itself (`templates/`)."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    environment.filters["yaml_scalar"] = yamltext.scalar
+    return environment
+
+
+@lru_cache(maxsize=1)
+def role_templates() -> jinja2.Environment:
+    """Role templates (`roles/*/templates/`) rendered the way Ansible's template module does.
+
+    Used to write `switch_configs/` with the very templates the roles deploy, so
+    the reviewed file and the deployed file cannot drift apart.
+    """
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(ROLES_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _skipped(path: Path) -> bool:
+    return any(part in _SKIPPED_NAMES or part.startswith(".") for part in path.parts) or path.name.endswith(
+        _SKIPPED_SUFFIXES
+    )
+
+
+def role_files() -> dict[str, bytes]:
+    """Every file of every role, keyed `roles/<role>/...`, in sorted order."""
+    files: dict[str, bytes] = {}
+    if not ROLES_DIR.is_dir():
+        return files
+    for path in sorted(ROLES_DIR.rglob("*")):
+        relative = path.relative_to(ROLES_DIR)
+        if path.is_file() and not _skipped(relative):
+            files[f"roles/{relative.as_posix()}"] = path.read_bytes()
+    return files

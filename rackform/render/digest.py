@@ -1,0 +1,139 @@
+"""`stage_digest`: a fingerprint of exactly the files one stage depends on.
+
+The Pulumi `Playbook` resource of a stage stores this digest, so `pulumi preview`
+shows which stages would run again after a render. A stage depends on its
+playbook, the roles its plays use (and their meta dependencies), ansible.cfg,
+inventory/hosts.yml, the group_vars of every group its target machines belong
+to, the host_vars of those machines and, for `fabric`, every switch config.
+Changing a switch-only value therefore changes the fabric digest alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import lru_cache
+
+import yaml
+
+from rackform.pipeline import STAGES
+from rackform.render.groups import host_groups
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PLAYBOOK_BY_STAGE = {stage.name: stage.playbook for stage in STAGES if stage.playbook is not None}
+_ROLE_INCLUDES = {"include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"}
+_TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers")
+INVENTORY = "inventory/hosts.yml"
+# Stages whose digest also covers switch_configs/ (pushed to Onyx switches outside Ansible).
+_SWITCH_CONFIG_STAGES = {"fabric"}
+
+
+def playbook_of(stage: str) -> str:
+    try:
+        return _PLAYBOOK_BY_STAGE[stage]
+    except KeyError:
+        raise ValueError(
+            f"stage '{stage}' runs no playbook; stages with one: {', '.join(_PLAYBOOK_BY_STAGE)}"
+        ) from None
+
+
+@lru_cache(maxsize=4)
+def _inventory_index(hosts_yml: bytes) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
+    """(host -> its groups, group -> its hosts) of one hosts.yml; parsed once per content."""
+    data = yaml.load(hosts_yml, Loader=_Loader) or {}
+    groups_of = host_groups(data.get("all") or {})
+    hosts_of: dict[str, set[str]] = {}
+    for host, groups in groups_of.items():
+        for group in groups:
+            hosts_of.setdefault(group, set()).add(host)
+    return groups_of, hosts_of
+
+
+def _role_names(entries) -> list[str]:
+    names = []
+    for entry in entries or ():
+        name = entry if isinstance(entry, str) else (entry or {}).get("role") or (entry or {}).get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def _plays(playbook: bytes) -> tuple[list[str], set[str]]:
+    """Host patterns and role names used by a playbook's plays."""
+    plays = yaml.load(playbook, Loader=_Loader) or []
+    patterns: list[str] = []
+    roles: set[str] = set()
+    for play in plays:
+        hosts = play.get("hosts")
+        patterns.extend(hosts if isinstance(hosts, list) else [str(hosts)] if hosts is not None else [])
+        roles.update(_role_names(play.get("roles")))
+        for key in _TASK_LISTS:
+            for task in play.get(key) or ():
+                for action in _ROLE_INCLUDES & set(task):
+                    roles.update(_role_names([task[action]]))
+    return patterns, roles
+
+
+def _with_dependencies(roles: set[str], files: dict[str, bytes]) -> set[str]:
+    found: set[str] = set()
+    pending = list(roles)
+    while pending:
+        role = pending.pop()
+        if role in found:
+            continue
+        found.add(role)
+        meta = files.get(f"roles/{role}/meta/main.yml")
+        if meta:
+            pending.extend(_role_names((yaml.load(meta, Loader=_Loader) or {}).get("dependencies")))
+    return found
+
+
+def _targets(patterns: list[str], groups_of: dict, hosts_of: dict) -> set[str]:
+    """Machines a list of host patterns can reach. Errs on the side of more:
+    exclusions and intersections are read as unions, templated patterns as `all`."""
+    targets: set[str] = set()
+    for pattern in patterns:
+        if "{{" in pattern:
+            return set(groups_of)
+        for part in re.split(r"[,:]", pattern):
+            name = part.lstrip("!&").strip()
+            if name in ("all", "*"):
+                return set(groups_of)
+            targets |= hosts_of.get(name, set())
+            if name in groups_of:
+                targets.add(name)
+    return targets
+
+
+def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
+    """The paths (sorted) whose content the given stage depends on."""
+    playbook = playbook_of(stage)
+    patterns, roles = _plays(files[playbook])
+    roles = _with_dependencies(roles, files)
+    groups_of, hosts_of = _inventory_index(files.get(INVENTORY, b""))
+    targets = _targets(patterns, groups_of, hosts_of)
+    groups = {"all"}.union(*(groups_of[host] for host in targets))
+
+    def wanted(path: str) -> bool:
+        parts = path.split("/")
+        if parts[0] == "roles":
+            return len(parts) > 2 and parts[1] in roles
+        if parts[:2] == ["inventory", "group_vars"] and len(parts) > 2:
+            return parts[2].removesuffix(".yml").removesuffix(".yaml") in groups
+        if parts[:2] == ["inventory", "host_vars"] and len(parts) > 2:
+            return parts[2].removesuffix(".yml").removesuffix(".yaml") in targets
+        if parts[0] == "switch_configs":
+            return stage in _SWITCH_CONFIG_STAGES
+        return path in (playbook, "ansible.cfg", INVENTORY)
+
+    return sorted(path for path in files if wanted(path))
+
+
+def stage_digest(files: dict[str, bytes], stage: str) -> str:
+    """sha256 (hex) over the names and contents of the files `stage` depends on."""
+    digest = hashlib.sha256()
+    for path in stage_files(files, stage):
+        content = files[path]
+        digest.update(f"{path}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()

@@ -1,0 +1,145 @@
+"""`inventory/group_vars/<group>/<concern>.yml`: site-wide values, one file per concern.
+
+Values are named for the site, not for a role (`fabric_host_mtu`, `site_ntp_servers`):
+several roles read the same fact, and each role's `defaults/main.yml` maps them
+onto its own prefixed variables. The RoCE intent shared by both ends of a link
+lives in `all/`; switch-only and host-only QoS live in `fabric_switches/` and `servers/`,
+Kubernetes settings in `k8s_cluster/` (as in Kubespray), so changing a switch-only
+value leaves the inputs of the host stages untouched (see `render.digest`).
+"""
+
+from __future__ import annotations
+
+from rackform.model.site import Site
+
+from rackform.render.etc_hosts import etc_hosts_block
+from rackform.render.groups import managed_switches
+
+ConcernFiles = dict[str, dict[str, dict]]
+"""group -> concern -> variables (written to group_vars/<group>/<concern>.yml)."""
+
+CONCERN_TITLES = {
+    ("all", "site"): "the site and how Ansible reaches its machines",
+    ("all", "network"): "networks of the site (design: networks)",
+    ("all", "ntp"): "time: NTP servers and timezone (inventory: group_vars/all.yml)",
+    ("all", "etc_hosts"): "/etc/hosts lines for every machine of the site, built once at render time",
+    ("all", "fabric"): "RoCE intent both ends of a fabric link implement (design: fabric.roce)",
+    ("k8s_cluster", "kubernetes"): "Kubernetes cluster settings (design: kubernetes)",
+    ("servers", "fabric"): "host side of the lossless fabric (design: fabric.host)",
+    ("fabric_switches", "fabric"): "switch side of the lossless fabric, leaves and spines (design: fabric.switch)",
+    ("cumulus", "connection"): "how Ansible reaches Cumulus Linux switches: plain SSH, they are Linux",
+    ("onyx", "connection"): "how Onyx switches are reached (network_cli); no Ansible play targets them yet",
+}
+
+
+def _site(site: Site) -> dict:
+    settings = site.group_vars
+    values = {
+        "site_name": site.name,
+        "site_description": site.description,
+        "site_domain": settings.domain,
+        "ansible_user": settings.ansible_user,
+    }
+    if settings.ansible_user != "root":
+        values["ansible_become"] = True
+    if settings.ansible_ssh_private_key_file:
+        values["ansible_ssh_private_key_file"] = settings.ansible_ssh_private_key_file
+    return values
+
+
+def _network(site: Site) -> dict:
+    networks = {}
+    for network in site.networks.values():
+        networks[network.name] = {"purpose": network.purpose, "prefix": str(network.prefix)}
+        if network.gateway is not None:
+            networks[network.name]["gateway"] = str(network.gateway)
+    return {"site_networks": networks, "site_dns_servers": [str(server) for server in site.group_vars.dns_servers]}
+
+
+def _ntp(site: Site) -> dict:
+    return {"site_ntp_servers": list(site.group_vars.ntp_servers), "site_timezone": site.group_vars.timezone}
+
+
+def _fabric_intent(site: Site) -> dict:
+    roce = site.fabric.roce
+    return {
+        "fabric_no_single_point_of_failure": site.fabric.no_single_point_of_failure,
+        "fabric_roce_priority": roce.priority,
+        "fabric_roce_dscp": roce.dscp,
+        "fabric_cnp_priority": roce.cnp_priority,
+        "fabric_cnp_dscp": roce.cnp_dscp,
+    }
+
+
+def _fabric_host(site: Site) -> dict:
+    host = site.fabric.host
+    return {
+        "fabric_host_trust": host.trust,
+        "fabric_host_pfc_priorities": list(host.pfc_priorities),
+        "fabric_host_roce_tos": host.roce_tos,
+        "fabric_host_ecn": host.ecn,
+        "fabric_host_mtu": host.mtu,
+    }
+
+
+def _fabric_switch(site: Site) -> dict:
+    switch = site.fabric.switch
+    return {
+        "fabric_switch_trust": switch.trust,
+        "fabric_switch_pfc_priorities": list(switch.pfc_priorities),
+        "fabric_switch_dscp_to_priority": dict(sorted(switch.dscp_to_priority.items())),
+        "fabric_switch_ecn_enabled": switch.ecn.enabled,
+        "fabric_switch_ecn_min_kb": switch.ecn.min_kb,
+        "fabric_switch_ecn_max_kb": switch.ecn.max_kb,
+        "fabric_switch_pfc_watchdog": switch.pfc_watchdog,
+        "fabric_switch_mtu": switch.mtu,
+    }
+
+
+def _kubernetes(site: Site) -> dict:
+    kube = site.kubernetes
+    if kube is None:
+        return {"kube_enabled": False}
+    values = {
+        "kube_enabled": True,
+        "kube_version": kube.version,
+        "kube_pod_prefix": str(kube.pod_prefix),
+        "kube_service_prefix": str(kube.service_prefix),
+        "kube_cni": kube.cni,
+    }
+    if kube.api_vip is not None:
+        values["kube_api_vip"] = str(kube.api_vip)
+    return values
+
+
+_CUMULUS_CONNECTION = {"ansible_connection": "ansible.builtin.ssh"}
+# mellanox.onyx is not installed (unmaintained); rackform pushes Onyx configs from
+# switch_configs/ with netmiko instead, so these values only describe the device.
+_ONYX_CONNECTION = {
+    "ansible_connection": "ansible.netcommon.network_cli",
+    "ansible_network_os": "mellanox.onyx.onyx",
+    "ansible_become": True,
+    "ansible_become_method": "enable",
+    "netmiko_device_type": "mellanox_mlnxos",
+}
+
+
+def build_group_vars(site: Site) -> ConcernFiles:
+    files: ConcernFiles = {
+        "all": {
+            "site": _site(site),
+            "network": _network(site),
+            "ntp": _ntp(site),
+            "etc_hosts": {"site_etc_hosts_block": etc_hosts_block(site)},
+            "fabric": _fabric_intent(site),
+        },
+        "k8s_cluster": {"kubernetes": _kubernetes(site)},
+        "servers": {"fabric": _fabric_host(site)},
+        "fabric_switches": {"fabric": _fabric_switch(site)},
+    }
+    switch_oses = {switch.os for switch in managed_switches(site)}
+    if "cumulus" in switch_oses:
+        files["cumulus"] = {"connection": _CUMULUS_CONNECTION}
+    if "onyx" in switch_oses:
+        files["onyx"] = {"connection": _ONYX_CONNECTION}
+    return files

@@ -1,0 +1,123 @@
+"""`inventory/host_vars/<name>.yml`: the facts of one host or switch.
+
+Addresses, MACs, serial and place in the rack come from the inventory and the
+design; each fabric port names its far end from the cabling plan. A device's
+`roce_overrides` become host-level values of the site-wide `fabric_*` variables,
+so Ansible's precedence (host_vars over group_vars) applies them. No secret is
+ever written here: BMC credentials arrive through ansible-vault (issue 4).
+"""
+
+from __future__ import annotations
+
+from rackform.model.site import Device, Endpoint, Host, Site, Switch
+
+PeerIndex = dict[tuple[str, str], Endpoint]
+
+# roce_overrides field -> the variable it overrides, on each side of a link.
+_HOST_OVERRIDES = {
+    "trust": "fabric_host_trust",
+    "pfc_priorities": "fabric_host_pfc_priorities",
+    "mtu": "fabric_host_mtu",
+    "ecn": "fabric_host_ecn",
+    "roce_tos": "fabric_host_roce_tos",
+}
+_SWITCH_OVERRIDES = {
+    "trust": "fabric_switch_trust",
+    "pfc_priorities": "fabric_switch_pfc_priorities",
+    "mtu": "fabric_switch_mtu",
+    "ecn": "fabric_switch_ecn_enabled",
+    "dscp_to_priority": "fabric_switch_dscp_to_priority",
+}
+
+
+def peer_index(site: Site) -> PeerIndex:
+    """(device, port) -> the endpoint at the other end of its cable; both directions."""
+    peers: PeerIndex = {}
+    for cable in site.cables:
+        peers[(cable.a.device, cable.a.port)] = cable.b
+        peers[(cable.b.device, cable.b.port)] = cable.a
+    return peers
+
+
+def _place(device: Device) -> dict:
+    return {
+        "device_name": device.name,
+        "block_type": device.block.name,
+        "rack_name": device.rack,
+        "rack_position_u": device.position_u,
+    }
+
+
+def _overrides(device: Device, names: dict[str, str]) -> dict:
+    if device.roce_overrides is None:
+        return {}
+    values = device.roce_overrides.model_dump(exclude_none=True)
+    return {names[key]: value for key, value in values.items() if key in names}
+
+
+def _present(**values) -> dict:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def host_vars(host: Host, peers: PeerIndex) -> dict:
+    fabric_ports: dict[str, dict] = {}
+    for port in host.ports.values():
+        peer = peers.get((host.name, port.name))
+        address = host.fabric_addresses.get(port.name)
+        mac = host.fabric_macs.get(port.name)
+        if port.role != "fabric" or (peer is None and address is None and mac is None):
+            continue
+        fabric_ports[port.name] = _present(
+            address=_text(address),
+            mac=mac,
+            speed_gbps=port.speed_gbps,
+            peer_switch=peer.device if peer else None,
+            peer_port=peer.port if peer else None,
+        )
+    return {
+        **_present(
+            ansible_host=_text(host.management_address),
+            management_address=_text(host.management_address),
+            management_mac=host.management_mac,
+            bmc_address=_text(host.bmc_address),
+            bmc_mac=host.bmc_mac,
+            serial_number=host.serial,
+        ),
+        **_place(host.device),
+        "host_role": host.role,
+        "fabric_ports": fabric_ports,
+        **_overrides(host.device, _HOST_OVERRIDES),
+    }
+
+
+def switch_vars(switch: Switch, peers: PeerIndex, switches: dict[str, Switch]) -> dict:
+    ports: dict[str, dict] = {}
+    for port in switch.ports.values():
+        peer = peers.get((switch.name, port.name))
+        if peer is None:
+            continue
+        far_switch = switches.get(peer.device)
+        ports[port.name] = {
+            "peer": peer.device,
+            "peer_port": peer.port,
+            "description": str(peer),
+            "speed_gbps": port.speed_gbps,
+            # Leaf-spine links run BGP unnumbered; links to hosts do not.
+            "bgp_peer": far_switch is not None and far_switch.role in ("leaf", "spine"),
+        }
+    return {
+        **_present(
+            ansible_host=_text(switch.management_address),
+            management_address=_text(switch.management_address),
+            management_mac=switch.management_mac,
+            serial_number=switch.serial,
+        ),
+        **_place(switch.device),
+        **_present(switch_role=switch.role, switch_os=switch.os, switch_fabric=switch.fabric, switch_asn=switch.asn),
+        "switch_ports": ports,
+        **_overrides(switch.device, _SWITCH_OVERRIDES),
+    }
