@@ -1,0 +1,1 @@
+"""rackform's Pulumi components: a site, its building blocks, switch groups and stages."""

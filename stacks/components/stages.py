@@ -1,0 +1,51 @@
+"""The stage chain: one `Playbook` per Ansible stage, in `rackform.pipeline.STAGES` order.
+
+Each stage depends on the one before, the first on the site's hardware components,
+so `pulumi up` runs them in the pipeline's order and a failed stage stops the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+from providers.playbook import Playbook, PlaybookArgs
+
+from rackform.model.site import Site
+from rackform.pipeline import STAGES, Stage
+
+ANSIBLE_STAGES: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.playbook)
+
+
+def stage_digests(site: Site) -> dict[str, str]:
+    """Render the site's project once (in memory) and hash what each stage reads."""
+    from rackform.render.digest import stage_digest
+    from rackform.render.project import render_files
+
+    files = render_files(site)
+    return {stage.name: stage_digest(files, stage.name) for stage in ANSIBLE_STAGES}
+
+
+def stage_chain(
+    name: str,
+    site_name: str,
+    root: str,
+    digests: Mapping[str, str],
+    after: Sequence[pulumi.Resource],
+    parent: pulumi.Resource,
+) -> dict[str, Playbook]:
+    """Create the stage resources, each depending on the previous one."""
+    stages: dict[str, Playbook] = {}
+    previous: list[pulumi.Resource] = list(after)
+    for stage in STAGES:
+        if stage.playbook is None:
+            # TODO(Kubernetes issue: GPU platform): the `platform` stage becomes a
+            # pulumi-kubernetes component (GPU operator, network operator, storage)
+            # parented to the site, between `kubernetes` and `verify`; `verify`
+            # will then depend on it instead of on `kubernetes`.
+            continue
+        args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name])
+        opts = pulumi.ResourceOptions(parent=parent, depends_on=previous)
+        stages[stage.name] = Playbook(f"{name}-{stage.name}", args, opts)
+        previous = [stages[stage.name]]
+    return stages

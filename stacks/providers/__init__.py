@@ -1,0 +1,1 @@
+"""Dynamic providers of the rackform stack (run by Pulumi in their own process)."""

@@ -1,0 +1,338 @@
+"""The Pulumi program under Pulumi's mocks: component tree, types, parents, stage order.
+
+The engine cannot run here; `pulumi.runtime.set_mocks` stands in for it and records
+every registration (type, name, parent, dependencies). Providers are not called
+under mocks: tests/unit/test_providers.py calls them directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+from pulumi.runtime.mocks import MockMonitor
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = REPO / "stacks"
+# Pulumi runs the program with stacks/ first on sys.path (Pulumi.yaml `main: stacks/`).
+if str(STACKS) not in sys.path:
+    sys.path.insert(0, str(STACKS))
+
+from components.blocks import BLOCK_COMPONENTS, component_for  # noqa: E402
+from components.site import SiteCluster, SiteClusterArgs  # noqa: E402
+from components.stages import ANSIBLE_STAGES  # noqa: E402
+
+from rackform.checks.findings import Finding  # noqa: E402
+from rackform.model.source import Loc  # noqa: E402
+from rackform.pipeline import DesignRejected, load_and_check  # noqa: E402
+
+PLAYBOOK_TYPE = "pulumi-python:dynamic/rackform:Playbook"
+SITES_WITH_STACKS = [
+    pytest.param(
+        site,
+        marks=pytest.mark.skipif(not (REPO / f"topologies/sites/{site}.yaml").exists(), reason=f"no {site} site yet"),
+    )
+    for site in ("lab", "reference", "campus")
+]
+FAKE_DIGESTS = {stage.name: f"sha256:{stage.name}" for stage in ANSIBLE_STAGES}
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    parent: str
+    """The parent's resource name ('' for the stack itself)."""
+    dependencies: list[str]
+    """Resource names this one depends on."""
+    inputs: dict
+
+
+class RecordingMonitor(MockMonitor):
+    """Mock monitor that also keeps what the mocks API leaves out: parents, dependencies."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registered: list[Registration] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        self.registered.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                parent=_urn_name(request.parent),
+                dependencies=[_urn_name(urn) for urn in request.dependencies],
+                inputs=self.resources[response.urn].state if response.urn in self.resources else {},
+            )
+        )
+        return response
+
+    def by_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registered if r.type == type_]
+
+    def named(self, name: str) -> Registration:
+        return next(r for r in self.registered if r.name == name)
+
+
+class EchoMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}, None
+
+
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1] if urn else ""
+
+
+def use_mocks(stack: str, config: dict[str, str] | None = None) -> RecordingMonitor:
+    """Fresh mocks, root stack and config: nothing leaks from one program run to the next."""
+    monitor = RecordingMonitor(EchoMocks())
+    # Pulumi's test runner uses the thread's current event loop; another test
+    # (asyncio.run in the Onyx emulator's tests) may have closed and unset it.
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    pulumi.runtime.settings.ROOT.set(None)
+    pulumi.runtime.set_all_config(config or {})
+    pulumi.runtime.set_mocks(monitor.mocks, project="rackform", stack=stack, preview=False, monitor=monitor)
+    return monitor
+
+
+@dataclass
+class Built:
+    site: str
+    monitor: RecordingMonitor
+    cluster: SiteCluster | None = None
+    outputs: dict = field(default_factory=dict)
+    """Resolved outputs of the block and switch-group components, by device / group name."""
+
+
+def build_site(site_name: str) -> Built:
+    built = Built(site_name, use_mocks(site_name))
+    site, _warnings = load_and_check(site_name, REPO)
+
+    @pulumi.runtime.test
+    def program():
+        built.cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(REPO), stage_digests=FAKE_DIGESTS))
+        components = {**built.cluster.blocks, **built.cluster.switch_groups}
+        watched = ("hosts", "rack", "position_u", "power_w", "bmc_addresses", "gpu_count", "switches", "asns")
+        resolved = {
+            name: {key: getattr(component, key) for key in watched if hasattr(component, key)}
+            for name, component in components.items()
+        }
+        return pulumi.Output.from_input(resolved).apply(built.outputs.update)
+
+    program()
+    return built
+
+
+@pytest.fixture(scope="module", params=SITES_WITH_STACKS)
+def built(request) -> Built:
+    return build_site(request.param)
+
+
+@pytest.fixture(scope="module")
+def lab() -> Built:
+    return build_site("lab")
+
+
+# ---------------------------------------------------------------- every site
+
+
+def test_one_site_cluster_under_the_stack(built: Built):
+    clusters = built.monitor.by_type("rackform:index:SiteCluster")
+    assert [(c.name, c.parent) for c in clusters] == [(built.site, f"rackform-{built.site}")]
+
+
+def test_every_placed_block_has_the_component_of_its_category(built: Built):
+    site, _ = load_and_check(built.site, REPO)
+    expected = {
+        f"{site.name}-{device.name}": f"rackform:index:{component_for(device.block.category).__name__}"
+        for device in site.devices()
+        if device.switch is None
+    }
+    block_types = {f"rackform:index:{cls.__name__}" for cls in BLOCK_COMPONENTS.values()}
+    found = {r.name: r.type for r in built.monitor.registered if r.type in block_types}
+    assert found == expected
+
+
+def test_every_child_is_parented_to_the_site(built: Built):
+    children = [
+        r for r in built.monitor.registered if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster")
+    ]
+    assert {r.parent for r in children} == {built.site}
+
+
+def test_every_switch_is_in_exactly_one_group(built: Built):
+    site, _ = load_and_check(built.site, REPO)
+    grouped = [name for values in built.outputs.values() for name in values.get("switches", [])]
+    assert sorted(grouped) == sorted(site.switches)
+
+
+def test_stages_run_in_pipeline_order(built: Built):
+    playbooks = built.monitor.by_type(PLAYBOOK_TYPE)
+    assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in ANSIBLE_STAGES]
+
+
+def test_each_stage_depends_on_the_previous_one(built: Built):
+    playbooks = built.monitor.by_type(PLAYBOOK_TYPE)
+    chain = [(r.name, r.dependencies) for r in playbooks]
+    expected = [(p.name, [previous.name]) for previous, p in zip(playbooks, playbooks[1:])]
+    assert chain[1:] == expected
+
+
+def test_stage_inputs_carry_site_root_and_digest(built: Built):
+    provision = built.monitor.by_type(PLAYBOOK_TYPE)[0]
+    expected = {"site": built.site, "stage": "provision", "root": str(REPO), "digest": "sha256:provision"}
+    assert {key: provision.inputs[key] for key in expected} == expected
+
+
+def test_resource_count_stays_in_the_hundreds(built: Built):
+    assert len(built.monitor.registered) < 1000
+    assert built.cluster.resource_count() == len(built.monitor.registered) - 1  # less the stack
+
+
+# ---------------------------------------------------------------- the lab, by name
+
+
+def test_lab_component_tree(lab: Built):
+    tree = sorted((r.type.split(":")[-1], r.name) for r in lab.monitor.registered if r.parent == "lab")
+    assert tree == [
+        ("DgxNode", "lab-gpu-1"),
+        ("DgxNode", "lab-gpu-2"),
+        ("HciBlock", "lab-hci-1"),
+        ("Playbook", "lab-fabric"),
+        ("Playbook", "lab-kubernetes"),
+        ("Playbook", "lab-os"),
+        ("Playbook", "lab-provision"),
+        ("Playbook", "lab-verify"),
+        ("StorageBlock", "lab-stor-1"),
+        ("SwitchGroup", "lab-compute-leaf-r1"),
+        ("SwitchGroup", "lab-compute-spine"),
+        ("SwitchGroup", "lab-oob-r1"),
+    ]
+
+
+def test_lab_has_no_platform_playbook_yet(lab: Built):
+    assert "lab-platform" not in {r.name for r in lab.monitor.registered}
+
+
+def test_hci_block_exposes_its_hosts_and_place(lab: Built):
+    hci = lab.outputs["hci-1"]
+    assert (hci["hosts"], hci["rack"], hci["position_u"]) == (["mgmt-1", "mgmt-2", "mgmt-3"], "r1", 1)
+
+
+def test_dgx_node_exposes_gpus_and_bmc(lab: Built):
+    site, _ = load_and_check("lab", REPO)
+    gpu = lab.outputs["gpu-1"]
+    assert gpu["gpu_count"] == 8
+    assert gpu["bmc_addresses"] == {"gpu-1": str(site.hosts["gpu-1"].bmc_address)}
+
+
+def test_block_power_follows_the_site_power_basis(lab: Built):
+    site, _ = load_and_check("lab", REPO)
+    assert lab.outputs["gpu-1"]["power_w"] == site.hosts["gpu-1"].device.power_w(site.power_basis)
+
+
+def test_leaf_pair_is_one_group(lab: Built):
+    assert lab.outputs["compute-leaf-r1"]["switches"] == ["leaf-1", "leaf-2"]
+    assert lab.outputs["compute-leaf-r1"]["asns"] == {"leaf-1": 65101, "leaf-2": 65102}
+
+
+def test_unknown_block_category_names_the_known_ones():
+    with pytest.raises(ValueError, match="known: compute, gpu, hci, storage"):
+        component_for("switch")
+
+
+# ---------------------------------------------------------------- the program itself (stacks/__main__.py)
+
+
+def run_program(
+    stack: str, config: dict[str, str] | None = None, *, digests=None, monkeypatch=None
+) -> RecordingMonitor:
+    monitor = use_mocks(stack, config)
+    if digests is not None:
+        import components.stages
+
+        monkeypatch.setattr(components.stages, "stage_digests", lambda site: digests)
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(STACKS), run_name="__main__")
+
+    program()
+    return monitor
+
+
+def test_program_reads_the_site_from_config(monkeypatch):
+    monitor = run_program("production", {"rackform:site": "lab"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
+
+
+def test_program_defaults_to_the_stack_name(monkeypatch):
+    monitor = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
+
+
+def test_program_reports_an_unknown_site_without_traceback(monkeypatch):
+    with pytest.raises(pulumi.RunError, match="site 'nope' cannot be loaded:\n.*no such site 'nope'"):
+        run_program("nope", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+
+
+def test_program_reports_design_errors_with_file_and_line(monkeypatch):
+    import rackform.pipeline
+
+    finding = Finding("rack_power", "error", Loc("topologies/sites/lab.yaml", 11), "racks[r1]", "over budget")
+
+    def rejected(site_name, root):
+        raise DesignRejected([finding])
+
+    monkeypatch.setattr(rackform.pipeline, "load_and_check", rejected)
+    with pytest.raises(pulumi.RunError, match="topologies/sites/lab.yaml:11: error: racks\\[r1\\]: over budget"):
+        run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+
+
+def test_program_logs_design_warnings(monkeypatch, caplog):
+    site, warnings = load_and_check("lab", REPO)
+    assert warnings, "the lab is expected to carry at least one warning"
+    run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert str(warnings[0]) in caplog.text
+
+
+def test_program_digests_come_from_the_rendered_project():
+    from rackform.render.digest import stage_digest
+    from rackform.render.project import render_files
+
+    site, _ = load_and_check("lab", REPO)
+    files = render_files(site)
+    monitor = run_program("lab")
+    digests = {r.inputs["stage"]: r.inputs["digest"] for r in monitor.by_type(PLAYBOOK_TYPE)}
+    assert digests == {stage.name: stage_digest(files, stage.name) for stage in ANSIBLE_STAGES}
+
+
+# ---------------------------------------------------------------- project and stack files
+
+
+def stack_files() -> list[Path]:
+    return sorted(REPO.glob("Pulumi.*.yaml"))
+
+
+def test_project_file_runs_the_stacks_program():
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    assert (project["name"], project["runtime"]["name"], project["main"]) == ("rackform", "python", "stacks/")
+    assert (REPO / project["main"] / "__main__.py").is_file()
+
+
+@pytest.mark.parametrize("stack_file", stack_files(), ids=lambda path: path.name)
+def test_stack_config_names_its_own_site(stack_file: Path):
+    stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    assert config["rackform:site"] == stack
+    assert (REPO / "topologies/sites" / f"{stack}.yaml").is_file()
