@@ -164,7 +164,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     _print_warnings(warnings)
     out_dir = args.out or build_dir(args.root, site.name)
     result = render_project(site, out_dir)
-    print(f"{site.name}: rendered {result.total} files to {out_dir} ({result.changed} changed, {result.removed} removed)")
+    total = result.unchanged + len(result.added) + len(result.modified)
+    print(
+        f"{site.name}: rendered {total} files to {out_dir} "
+        f"({len(result.added)} added, {len(result.modified)} changed, {len(result.removed)} removed)"
+    )
+    if not result.changed:
+        print(f"{site.name}: the project was already up to date")
     return EXIT_OK
 
 

@@ -69,40 +69,39 @@ class LineList(list):
         return Loc(self.path, self.line)
 
 
-def _loader_for(path: str) -> type:
-    """A loader class whose containers record lines for `path`."""
+class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """LibYAML's parser with constructors that record lines; one class for every file
+    (the file name shown in errors is set on each loader instance)."""
 
-    class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
-        pass
+    shown_path = "?"
 
-    def construct_mapping(loader: Any, node: yaml.MappingNode) -> LineDict:
-        loader.flatten_mapping(node)
-        data = LineDict()
-        data.path, data.line, data.lines = path, node.start_mark.line + 1, {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise SourceError(Loc(path, line), "", "a mapping key must be a plain scalar")
-            if key in data:
-                raise SourceError(
-                    Loc(path, line),
-                    str(key),
-                    f"duplicate key (first given on line {data.lines[key]})",
-                )
-            data[key] = loader.construct_object(value_node, deep=True)
-            data.lines[key] = line
-        return data
 
-    def construct_sequence(loader: Any, node: yaml.SequenceNode) -> LineList:
-        data = LineList(loader.construct_object(child, deep=True) for child in node.value)
-        data.path, data.line = path, node.start_mark.line + 1
-        data.lines = [child.start_mark.line + 1 for child in node.value]
-        return data
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    path = loader.shown_path
+    data = LineDict()
+    data.path, data.line, data.lines = path, node.start_mark.line + 1, {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise SourceError(Loc(path, line), "", "a mapping key must be a plain scalar")
+        if key in data:
+            raise SourceError(Loc(path, line), str(key), f"duplicate key (first given on line {data.lines[key]})")
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.lines[key] = line
+    return data
 
-    _LineLoader.add_constructor("tag:yaml.org,2002:map", construct_mapping)
-    _LineLoader.add_constructor("tag:yaml.org,2002:seq", construct_sequence)
-    return _LineLoader
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+    data = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    data.path, data.line = loader.shown_path, node.start_mark.line + 1
+    data.lines = [child.start_mark.line + 1 for child in node.value]
+    return data
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
 def display_path(path: Path, root: Path | None = None) -> str:
@@ -124,8 +123,10 @@ def load_yaml(path: Path, *, shown_as: str | None = None) -> Any:
         raise SourceError(Loc(shown, 0), "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(Loc(shown, 0), "", f"cannot read file: {exc}") from None
+    loader = _LineLoader(text)
+    loader.shown_path = shown
     try:
-        return yaml.load(text, Loader=_loader_for(shown))  # noqa: S506 - safe loader subclass
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
@@ -133,6 +134,8 @@ def load_yaml(path: Path, *, shown_as: str | None = None) -> Any:
         raise SourceError(Loc(shown, line), "", f"YAML syntax error: {problem}") from None
     except yaml.YAMLError as exc:
         raise SourceError(Loc(shown, 0), "", f"YAML error: {exc}") from None
+    finally:
+        loader.dispose()
 
 
 class BadInput(Exception):

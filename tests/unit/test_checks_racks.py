@@ -13,27 +13,28 @@ def test_lab_racks_have_no_errors(lab_site, rack_check):
 
 
 def test_rack_over_budget_is_an_error_at_the_budget_line(lab_files):
-    lab_files.edit_site("power_budget_w: 30000", "power_budget_w: 20000")
+    lab_files.edit_site("power_budget_w: 35000", "power_budget_w: 20000")
     site = lab_files.load()
 
     [finding] = rack_power(site)
 
     assert (finding.severity, finding.key) == ("error", "racks[r1].power_budget_w")
     assert finding.loc == site.racks[0].budget_loc
-    assert "25,050 W" in finding.message and "20,000 W" in finding.message
-    assert "move 5,050 W" in finding.message
+    assert "26,700 W" in finding.message and "20,000 W" in finding.message
+    assert "move 6,700 W" in finding.message
 
 
-def test_rack_above_80_percent_of_budget_warns(lab_site):
-    # the lab draws 25,050 W of 30,000 W: 84 %
-    [finding] = rack_power(lab_site)
+def test_rack_above_80_percent_of_budget_warns(lab_files):
+    # the lab draws 26,700 W: 83 % of 32,000 W
+    lab_files.edit_site("power_budget_w: 35000", "power_budget_w: 32000")
+    [finding] = rack_power(lab_files.load())
 
     assert finding.severity == "warning"
-    assert "84%" in finding.message
+    assert "83%" in finding.message
 
 
 def test_rack_with_headroom_is_quiet(lab_files):
-    lab_files.edit_site("power_budget_w: 30000", "power_budget_w: 40000")
+    lab_files.edit_site("power_budget_w: 35000", "power_budget_w: 40000")
 
     assert list(rack_power(lab_files.load())) == []
 

@@ -30,7 +30,7 @@ def test_check_names_are_unique():
 
 def test_each_finding_names_the_check_that_made_it(lab_files):
     # several mistakes at once, one per check family
-    lab_files.edit_site("power_budget_w: 30000", "power_budget_w: 20000")
+    lab_files.edit_site("power_budget_w: 35000", "power_budget_w: 20000")
     lab_files.edit_site("{a: gpu-2:fab0, b: leaf-1:swp6}", "{a: gpu-2:fab0, b: leaf-1:swp5}")
     lab_files.edit_site("    mtu: 9216", "    mtu: 9000")
     lab_files.edit_site("control_plane: [mgmt-1, mgmt-2, mgmt-3]", "control_plane: [mgmt-1, gpu-1]")

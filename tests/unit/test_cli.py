@@ -80,7 +80,8 @@ def test_render_writes_project_and_second_render_changes_nothing(root: Path, cap
     assert (root / "build/lab/site.yml").is_file()
     capsys.readouterr()
     assert main(["render", "lab", "--root", str(root)]) == 0
-    assert "(0 changed, 0 removed)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "(0 added, 0 changed, 0 removed)" in out and "already up to date" in out
 
 
 def test_diagram_writes_one_svg_per_rack(root: Path):
