@@ -8,7 +8,9 @@ VENV := .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed when missing; needs root or sudo).
-APT_PACKAGES := git openssh-client
+# The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
+# are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower.
+APT_PACKAGES := git openssh-client iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -39,8 +41,11 @@ demo: install
 	@echo "The emitted Ansible project is in build/$(SITE)/ (see its README.md);"
 	@echo "rack elevations are in build/$(SITE)/diagrams/."
 
+# Unit tests in parallel; then the lab suite in one process (its module-scoped labs
+# must not be split across xdist workers; the first run builds the lab's Debian base image).
 test: install
-	pytest -n 2 -q
+	pytest -n 2 -q -m "not lab"
+	pytest -p no:xdist -q -m lab tests/lab
 
 test-fast: install
 	pytest -n 2 -q -m "not slow and not lab"
