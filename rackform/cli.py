@@ -179,6 +179,7 @@ def cmd_diagram(args: argparse.Namespace) -> int:
 
     site, warnings = load_and_check(args.site, args.root)
     _print_warnings(warnings)
+    # The same files `render` puts in the project's diagrams/ folder.
     out_dir = args.out or build_dir(args.root, site.name) / "diagrams"
     out_dir.mkdir(parents=True, exist_ok=True)
     for file_name, svg in site_svgs(site).items():

@@ -15,6 +15,7 @@ from rackform.model.loader import site_paths
 from rackform.model.site import Site
 from rackform.render import yamltext
 from rackform.render.assets import role_files
+from rackform.render.diagram import site_svgs
 from rackform.render.group_vars import CONCERN_TITLES, ConcernFiles, build_group_vars
 from rackform.render.groups import build_groups, host_groups, managed_switches
 from rackform.render.host_vars import host_vars, peer_index, switch_vars
@@ -74,6 +75,7 @@ def render_files(site: Site) -> dict[str, bytes]:
     text.update(switch_config_files(inventory.switch_vars, host_groups(inventory.tree), inventory.group_vars))
     text.update(playbook_files(site))
     text.update(project_files(site, len(inventory.switch_vars)))
+    text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
     files = {path: content.encode() for path, content in text.items()}
     files.update(role_files())
     return dict(sorted(files.items()))
