@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 
-from rackform.lab import LabError, base, netns, nodes, run, state
+from rackform.lab import LabError, base, bmc, netns, nodes, run, state
 from rackform.lab.state import BridgeSpec, LabState, LinkSpec, NodeSpec
 from rackform.model.loader import load_site
 from rackform.model.schema import Network
@@ -186,6 +186,9 @@ def up(site_name: str, root: Path | str = ".", progress: Progress = print) -> La
     changed = _build_network(lab_state)
     changed |= _start_nodes(lab_state, progress)
     status = _wait_ready(lab_state, progress if changed else lambda line: None)
+    bmcs = bmc.start_bmcs(site, state.LABS_DIR)  # idempotent: running BMCs are kept
+    if changed:
+        progress(f"{len(bmcs)} BMCs (ipmi_sim) on the out-of-band network")
     status.changed = changed
     if not changed:
         progress(f"lab {site.name} was already up: nothing changed")
@@ -351,6 +354,7 @@ def down(site_name: str, progress: Progress = print) -> bool:
     for spec in lab_state.nodes.values() if lab_state else ():
         nodes.remove_nspawn_leftovers(spec)
     found |= _unmount_all(lab_dir)
+    found |= bmc.stop_bmcs(site_name, state.LABS_DIR)  # before the OOB bridge goes
     found |= _delete_network(site_name, lab_state)
     for node_dir in (p for p in lab_dir.glob("*") if (p / "identity").is_dir()):
         nodes.remove_disk(node_dir)
