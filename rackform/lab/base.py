@@ -12,6 +12,7 @@ into the repository); RACKFORM_DEBIAN_MIRROR overrides it.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -31,7 +32,14 @@ PACKAGES = (
     "openssh-server", "python3", "python3-apt", "iproute2", "iputils-ping", "procps",
     "ethtool", "sudo", "kmod", "lldpd", "systemd", "systemd-sysv", "systemd-timesyncd",
     "dbus", "libpam-systemd", "frr", "frr-pythontools", "isc-dhcp-client",
+    # Lab nodes reach no package archive, so what the stages install must be here:
+    # ifupdown2 (Cumulus-style interfaces on switches), containerd and runc (the
+    # kubernetes stage), dnsmasq, ipxe and a TFTP client (the PXE service), curl.
+    "ifupdown2", "containerd", "runc", "dnsmasq", "ipxe", "tftp-hpa", "curl",
 )
+
+# Installed but started only where a role enables them.
+DISABLED_UNITS = ("frr.service", "dnsmasq.service", "containerd.service")
 
 SSHD_DROP_IN = """\
 # rackform lab: key-only root login, no DNS lookups (the lab has no resolver),
@@ -64,8 +72,14 @@ WantedBy=multi-user.target
 MASKED_UNITS = ("systemd-networkd-wait-online.service", "e2scrub_reap.service")
 
 
+def image_name() -> str:
+    """`bookworm-<hash>`: a change to the package list or the lab settings builds a new image."""
+    recipe = "\n".join((SUITE, *PACKAGES, *DISABLED_UNITS, *MASKED_UNITS, SSHD_DROP_IN, LLDPD_CONF, SSH_KEYGEN_UNIT))
+    return f"{SUITE}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
+
+
 def image_dir(images_dir: Path = IMAGES_DIR) -> Path:
-    return images_dir / SUITE
+    return images_dir / image_name()
 
 
 def is_built(images_dir: Path = IMAGES_DIR) -> bool:
@@ -77,7 +91,7 @@ def ensure_base(images_dir: Path = IMAGES_DIR, progress: Callable[[str], None] =
     if is_built(images_dir):
         return image_dir(images_dir)
     images_dir.mkdir(parents=True, exist_ok=True)
-    with open(images_dir / f".{SUITE}.lock", "w") as lock:
+    with open(images_dir / f".{image_name()}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build finishes first; we reuse it
         if not is_built(images_dir):
             _build(images_dir, progress)
@@ -87,7 +101,7 @@ def ensure_base(images_dir: Path = IMAGES_DIR, progress: Callable[[str], None] =
 def _build(images_dir: Path, progress: Callable[[str], None]) -> None:
     _remove_stale_builds(images_dir)
     mirror = debian_mirror()
-    building = images_dir / f".{SUITE}.building-{os.getpid()}"
+    building = images_dir / f".{image_name()}.building-{os.getpid()}"
     progress(f"building base image {image_dir(images_dir)} from {mirror} (debootstrap, a few minutes)")
     started = time.monotonic()
     run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
@@ -138,8 +152,10 @@ def configure(root: Path) -> None:
     _symlink(wants / "rackform-ssh-keygen.service", "/etc/systemd/system/rackform-ssh-keygen.service")
     _symlink(wants / "ssh.service", "/lib/systemd/system/ssh.service")
     _symlink(wants / "lldpd.service", "/lib/systemd/system/lldpd.service")
-    # FRR is installed everywhere but runs only on switches (their overlay enables it).
-    (wants / "frr.service").unlink(missing_ok=True)
+    # FRR runs only on switches (their overlay enables it); dnsmasq and containerd
+    # only where the provision and kubernetes stages enable them.
+    for unit in DISABLED_UNITS:
+        (wants / unit).unlink(missing_ok=True)
     for unit in MASKED_UNITS:
         _symlink(root / "etc/systemd/system" / unit, "/dev/null")
     for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
@@ -160,7 +176,7 @@ def _symlink(link: Path, target: str) -> None:
 
 
 def _remove_stale_builds(images_dir: Path) -> None:
-    for stale in images_dir.glob(f".{SUITE}.building-*"):
+    for stale in images_dir.glob(f".{SUITE}-*.building-*"):
         _remove_tree(stale)
 
 

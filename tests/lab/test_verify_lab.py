@@ -1,0 +1,198 @@
+"""`rackform verify` against a live lab: a small site of its own (`vtest`: two HCI hosts
+on one Cumulus leaf), brought up, rendered, given its provision and os stages, then
+verified.
+
+Every check passes on a freshly deployed site; after one thing is broken by hand
+(node-1's fab0 MTU set to 1500 over SSH) verify reports exactly that failure, for that
+machine. The lab always goes down again. `vtest` has its own name and addresses
+(10.87.x, 10.86.x), apart from the `lab` and `labtest` sites.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rackform.lab import lab, state
+from rackform.model.loader import load_site
+from rackform.pipeline import build_dir
+from rackform.render.project import render_project
+from rackform.run.ansible import run_playbook
+from rackform.run.verify import VerifyReport, verify
+
+pytestmark = pytest.mark.lab
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SITE = "vtest"
+NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
+DEPLOYED_STAGES = ("provision", "os")
+BROKEN_HOST, BROKEN_PORT, BROKEN_MTU = "node-1", "fab0", 1500
+
+SITE_YAML = """\
+site: vtest
+description: Verify tests - two HCI hosts on one Cumulus leaf
+power_basis: max
+racks:
+  - name: r1
+    height_u: 42
+    power_budget_w: 30000
+    devices:
+      - {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2]}
+      - name: leaf-1
+        block: sn2700
+        position_u: 40
+        switch: {role: leaf, os: cumulus, fabric: compute, asn: 65101}
+networks:
+  - {name: mgmt, purpose: management, prefix: 10.87.0.0/24, gateway: 10.87.0.1}
+  - {name: oob, purpose: oob, prefix: 10.87.1.0/24}
+  - {name: compute, purpose: compute_fabric, prefix: 10.86.0.0/16}
+fabric:
+  no_single_point_of_failure: false
+  roce: {priority: 3, dscp: 26, cnp_priority: 6, cnp_dscp: 48}
+  switch:
+    trust: dscp
+    pfc_priorities: [3]
+    dscp_to_priority: {26: 3, 48: 6}
+    ecn: {enabled: true, min_kb: 150, max_kb: 1500}
+    pfc_watchdog: true
+    mtu: 9216
+  host: {trust: dscp, pfc_priorities: [3], roce_tos: 106, ecn: true, mtu: 9000}
+cabling:
+  - {a: node-1:fab0, b: leaf-1:swp1}
+  - {a: node-2:fab0, b: leaf-1:swp2}
+"""
+
+HOST_VARS = """\
+management_address: 10.87.0.{n}
+management_mac: "02:57:00:00:00:{n:02x}"
+bmc_address: 10.87.1.{n}
+bmc_mac: "02:57:01:00:00:{n:02x}"
+serial: VTEST-{n}
+fabric_ports:
+  fab0: {{mac: "02:56:01:00:00:{n:02x}", address: 10.86.1.{n}/24}}
+"""
+
+LEAF_VARS = """\
+management_address: 10.87.0.201
+management_mac: "02:57:00:00:00:c9"
+serial: VTEST-LEAF-1
+"""
+
+# The lab's own key, where `rackform lab up` keeps it (never in the repo).
+GROUP_VARS = f"""\
+ansible_user: root
+ansible_ssh_private_key_file: {state.LABS_DIR / SITE / 'ssh' / 'id_ed25519'}
+ntp_servers: [10.87.0.1]
+dns_servers: [10.87.0.1]
+timezone: Etc/UTC
+domain: vtest.rackform.test
+"""
+
+
+def _skip_reason(config: pytest.Config) -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
+    # The module's one lab must stay on one worker: two workers would bring it up twice.
+    if os.environ.get("PYTEST_XDIST_WORKER") and _xdist_mode(config) not in ("loadfile", "loadscope"):
+        return "under xdist the lab tests need --dist loadfile (or run: pytest -p no:xdist -m lab tests/lab)"
+    return None
+
+
+def _xdist_mode(config: pytest.Config) -> str:
+    """The controller's --dist (workers see only `no` in their own options)."""
+    argv = [*getattr(config, "workerinput", {}).get("mainargv", []), *config.getini("addopts"),
+            *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    modes = re.findall(r"--dist[= ](\w+)", " ".join(argv))
+    return modes[-1] if modes else "load"
+
+
+def write_site(root: Path) -> Path:
+    """A repo root holding the real catalog and the `vtest` site with its inventory."""
+    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    (root / "topologies" / "sites").mkdir()
+    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
+    inventory = root / "inventories" / SITE
+    (inventory / "host_vars").mkdir(parents=True)
+    (inventory / "group_vars").mkdir()
+    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    node-1:\n    node-2:\n    leaf-1:\n")
+    (inventory / "group_vars" / "all.yml").write_text(GROUP_VARS)
+    for n in (1, 2):
+        (inventory / "host_vars" / f"node-{n}.yml").write_text(HOST_VARS.format(n=10 + n))
+    (inventory / "host_vars" / "leaf-1.yml").write_text(LEAF_VARS)
+    return root
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory, pytestconfig) -> Path:
+    """The `vtest` lab up, its project rendered and its stages run; down afterwards."""
+    reason = _skip_reason(pytestconfig)
+    if reason:
+        pytest.skip(reason)
+    root = write_site(tmp_path_factory.mktemp("vtest-root"))
+    try:
+        status = lab.up(SITE, root, progress=lambda line: None)
+        assert status.up, "\n".join(status.lines())
+        project = build_dir(root, SITE)
+        render_project(load_site(SITE, root), project)
+        for stage in DEPLOYED_STAGES:
+            result = run_playbook(project, f"{stage}.yml")
+            assert result.ok, result.summary()
+        yield root
+    finally:
+        lab.down(SITE, progress=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def healthy_report(deployed: Path, tmp_path_factory) -> VerifyReport:
+    junit = tmp_path_factory.mktemp("vtest-junit") / "verify.xml"
+    return verify(SITE, deployed, stages=DEPLOYED_STAGES, junit_xml=junit, progress=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def broken_report(deployed: Path, healthy_report: VerifyReport) -> VerifyReport:
+    """After the healthy run: node-1's fab0 at MTU 1500, set by hand behind Ansible's back."""
+    lab_state = state.require(SITE)
+    lab.ssh(lab_state, lab_state.node(BROKEN_HOST), f"ip link set dev {BROKEN_PORT} mtu {BROKEN_MTU}")
+    return verify(SITE, deployed, stages=DEPLOYED_STAGES, progress=lambda line: None)
+
+
+def test_deployed_site_passes_every_check(healthy_report):
+    assert healthy_report.failures == [], "\n".join(healthy_report.lines())
+
+
+def test_every_machine_is_checked(healthy_report):
+    assert sorted(healthy_report.hosts) == ["leaf-1", "node-1", "node-2"]
+
+
+@pytest.mark.parametrize("machine", ["node-1", "node-2", "leaf-1"])
+def test_each_machine_passes_some_checks(healthy_report, machine):
+    assert healthy_report.hosts[machine].passed > 0
+
+
+def test_healthy_exit_code_is_zero(healthy_report):
+    assert healthy_report.exit_code == 0
+
+
+def test_junit_xml_is_written(healthy_report):
+    assert healthy_report.junit_xml is not None and "<testcase" in healthy_report.junit_xml.read_text()
+
+
+def test_broken_mtu_is_the_only_failure(broken_report):
+    assert [(failure.host, failure.check) for failure in broken_report.failures] == [
+        (BROKEN_HOST, "fabric_ports_mtu")
+    ]
+
+
+def test_broken_mtu_reason_names_port_and_values(broken_report):
+    assert broken_report.failures[0].reason == f"fabric port MTU {BROKEN_PORT}: {BROKEN_MTU}, want 9000"
+
+
+def test_broken_exit_code_is_one(broken_report):
+    assert broken_report.exit_code == 1
