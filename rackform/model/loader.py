@@ -256,8 +256,9 @@ def _parse_endpoint(text: str) -> Endpoint:
     return Endpoint(device, port)
 
 
-def load_site(site: str, root: Path = Path(".")) -> Site:
+def load_site(site: str, root: Path | str = Path(".")) -> Site:
     """Load and resolve one site; raise BadInput listing every problem found."""
+    root = Path(root)
     _Paths.prefix = "" if str(root) in ("", ".") else str(root).rstrip(os.sep) + os.sep
     # The load only allocates: pausing the cyclic GC saves ~40 % on large sites.
     gc_was_enabled = gc.isenabled()
