@@ -12,7 +12,7 @@ import json
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 
-from rackform.lab import run
+from rackform.lab import LabError, run
 
 NETNS_DIR = Path("/run/netns")
 IFNAME_MAX = 15  # the kernel's IFNAMSIZ less the NUL
@@ -76,7 +76,11 @@ def add_bridge(name: str, mtu: int, mac: str) -> bool:
 def delete_link(name: str, netns: str | None = None) -> bool:
     if link(name, netns) is None:
         return False
-    run(_ip(netns, "link", "del", name))
+    # A veth whose peer's namespace was just deleted vanishes a moment later by
+    # itself: losing that race is not an error.
+    result = run(_ip(netns, "link", "del", name), check=False)
+    if result.returncode != 0 and link(name, netns) is not None:
+        raise LabError(f"`ip link del {name}` failed: {result.stderr.strip()}")
     return True
 
 
