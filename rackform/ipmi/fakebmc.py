@@ -1,0 +1,320 @@
+"""A small in-process BMC speaking RMCP+ over UDP, for tests that need a BMC to misbehave.
+
+The lab's ipmi_sim is the real reference (tests/lab); this one exists for what ipmi_sim
+cannot be made to do: offer only cipher suite 0, offer only IPMI 1.5, speak suite 17,
+stop answering after N packets, answer "busy", lag behind a power change or ignore it,
+serve a DCMI power reading, and count how many requests it had in flight at once.
+
+Each request is answered from a timer after `reply_delay_s`, so two clients that talk to
+it at the same time are seen overlapping (`max_in_flight`). Not for production use.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+
+from rackform.ipmi import wire
+
+SUITES_BY_ALGORITHMS = {(0, 0, 0): 0, (1, 0, 0): 1, (1, 1, 0): 2, (1, 1, 1): 3, (3, 4, 1): 17, (3, 0, 0): 15}
+INVALID_COMMAND = 0xC1
+NODE_BUSY = 0xC0
+
+
+@dataclass
+class FakeBmcConfig:
+    user: str = "ADMIN"
+    password: str = "ADMIN"
+    suites: frozenset[int] = frozenset({17, 3})
+    ipmi20: bool = True
+    power: str = "off"
+    power_lag_reads: int = 0
+    """Chassis status keeps reporting the old state for this many reads after a change."""
+    ignore_power_commands: bool = False
+    """Accept chassis control and change nothing (a change that is never confirmed)."""
+    busy_replies: int = 0
+    """Answer the first N chassis control commands with completion code 0xC0 (node busy)."""
+    answer_packets: int | None = None
+    """Answer this many datagrams, then none (a BMC that dies in the middle of a run)."""
+    reply_delay_s: float = 0.0
+    mac: bytes | None = bytes.fromhex("020000aabbcc")
+    dcmi_power_w: int | None = None
+    fru: bytes | None = None
+    fru_max_read: int = 255
+    """Read FRU Data asking for more than this is refused with 0xC8 (as ipmi_sim refuses 56)."""
+    firmware: tuple[int, int] = (2, 0x17)
+    guid: bytes = field(default_factory=lambda: bytes(range(16)))
+
+
+@dataclass
+class _Session:
+    console_session_id: int
+    suite: wire.CipherSuite
+    console_random: bytes = b""
+    bmc_random: bytes = b""
+    role: int = 0
+    user: bytes = b""
+    keys: wire.SessionKeys | None = None
+    sequence: int = 0
+
+
+class FakeBmc:
+    """Start with `with FakeBmc(config) as bmc:`; it listens on `host` (127.0.0.1) at `bmc.port`."""
+
+    def __init__(self, config: FakeBmcConfig | None = None, host: str = "127.0.0.1", port: int = 0):
+        self.config = config or FakeBmcConfig()
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind((host, port))
+        self.socket.settimeout(0.05)
+        self.address, self.port = self.socket.getsockname()
+        self.power = self.config.power
+        self.boot_device: int | None = None
+        self.commands: list[tuple[int, int]] = []
+        self.logins = 0
+        self.login_attempts = 0  # RAKP1 messages: each one a password tried
+        self.closed_sessions = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._sessions: dict[int, _Session] = {}
+        self._answered = 0
+        self._lag_left = 0
+        self._reported_power = self.power
+        self._busy_left = self.config.busy_replies
+        self._thread = threading.Thread(target=self._serve, daemon=True, name=f"fakebmc-{self.port}")
+        self._running = False
+
+    def __enter__(self) -> FakeBmc:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._running = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._running = False
+        try:
+            self.socket.shutdown(socket.SHUT_RDWR)  # wakes the serving thread at once
+        except OSError:
+            pass
+        self.socket.close()
+        self._thread.join(timeout=2)
+
+    @property
+    def open_sessions(self) -> int:
+        return sum(session.keys is not None for session in self._sessions.values())
+
+    # --- serving -------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while self._running:
+            try:
+                datagram, peer = self.socket.recvfrom(2048)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                if self.config.answer_packets is not None and self._answered >= self.config.answer_packets:
+                    continue
+                self._answered += 1
+                self._in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            if self.config.reply_delay_s:
+                threading.Timer(self.config.reply_delay_s, self._answer, (datagram, peer)).start()
+            else:
+                self._answer(datagram, peer)
+
+    def _answer(self, datagram: bytes, peer) -> None:
+        reply = None
+        with self._lock:
+            try:
+                reply = self._handle(datagram)
+            except (wire.WireError, struct.error, IndexError):
+                pass
+            self._in_flight -= 1  # before the reply leaves: the client's next request may come at once
+        if reply is not None and self._running:
+            try:
+                self.socket.sendto(reply, peer)
+            except OSError:
+                pass
+
+    def _handle(self, datagram: bytes) -> bytes | None:
+        packet = wire.parse_packet(datagram)
+        if packet.auth_type == wire.AUTH_TYPE_NONE:
+            return self._sessionless(packet)
+        kind = packet.payload_type & 0x3F
+        if kind == wire.PAYLOAD_OPEN_SESSION_REQUEST:
+            return self._open_session(packet.payload)
+        if kind == wire.PAYLOAD_RAKP1:
+            return self._rakp1(packet.payload)
+        if kind == wire.PAYLOAD_RAKP3:
+            return self._rakp3(packet.payload)
+        if kind == wire.PAYLOAD_IPMI:
+            return self._in_session(packet, datagram)
+        return None
+
+    def _sessionless(self, packet: wire.Packet) -> bytes | None:
+        request = packet.payload
+        netfn, command = request[1] >> 2, request[5]
+        if (netfn, command) != wire.GET_CHANNEL_AUTH_CAPABILITIES:
+            return None
+        if self.config.ipmi20:
+            data = bytes((1, 0x80 | 0x04, 0x04, 0x03, 0, 0, 0, 0))
+        else:
+            data = bytes((1, 0x04, 0x04, 0x00, 0, 0, 0, 0))
+        return wire.sessionless_packet(_response(request, 0, data))
+
+    def _open_session(self, payload: bytes) -> bytes:
+        tag, console = payload[0], struct.unpack_from("<I", payload, 4)[0]
+        algorithms = (payload[12], payload[20], payload[28])
+        suite_number = SUITES_BY_ALGORITHMS.get(algorithms)
+        if suite_number not in self.config.suites or suite_number not in (3, 17):
+            reply = bytes((tag, 0x11, 0, 0)) + struct.pack("<I", console)
+            return wire.rmcp_plus_packet(wire.PAYLOAD_OPEN_SESSION_RESPONSE, reply)
+        suite = wire.SUITE_17 if suite_number == 17 else wire.SUITE_3
+        bmc_session = int.from_bytes(os.urandom(4), "little") | 1
+        self._sessions[bmc_session] = _Session(console, suite)
+        reply = (bytes((tag, 0, 4, 0)) + struct.pack("<II", console, bmc_session)
+                 + bytes((0, 0, 0, 8, algorithms[0], 0, 0, 0, 1, 0, 0, 8, algorithms[1], 0, 0, 0,
+                          2, 0, 0, 8, algorithms[2], 0, 0, 0)))
+        return wire.rmcp_plus_packet(wire.PAYLOAD_OPEN_SESSION_RESPONSE, reply)
+
+    def _rakp1(self, payload: bytes) -> bytes | None:
+        tag, bmc_session = payload[0], struct.unpack_from("<I", payload, 4)[0]
+        session = self._sessions.get(bmc_session)
+        if session is None:
+            return None
+        self.login_attempts += 1
+        session.console_random, session.role = payload[8:24], payload[24]
+        session.user = payload[28:28 + payload[27]]
+        head = bytes((tag,))
+        if session.user != self.config.user.encode():
+            reply = head + bytes((0x0D, 0, 0)) + struct.pack("<I", session.console_session_id)
+            return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP2, reply)
+        session.bmc_random = os.urandom(16)
+        code = wire.rakp2_auth_code(session.suite, self.config.password.encode(), session.console_session_id,
+                                    bmc_session, session.console_random, session.bmc_random, self.config.guid,
+                                    session.role, session.user)
+        reply = (head + bytes((0, 0, 0)) + struct.pack("<I", session.console_session_id) + session.bmc_random
+                 + self.config.guid + code)
+        return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP2, reply)
+
+    def _rakp3(self, payload: bytes) -> bytes | None:
+        tag, bmc_session = payload[0], struct.unpack_from("<I", payload, 4)[0]
+        session = self._sessions.get(bmc_session)
+        if session is None:
+            return None
+        password = self.config.password.encode()
+        expected = wire.rakp3_auth_code(session.suite, password, session.bmc_random, session.console_session_id,
+                                        session.role, session.user)
+        head = bytes((tag,))
+        if payload[8:] != expected:
+            reply = head + bytes((0x0F, 0, 0)) + struct.pack("<I", session.console_session_id)
+            return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP4, reply)
+        sik = wire.session_integrity_key(session.suite, password, session.console_random, session.bmc_random,
+                                         session.role, session.user)
+        session.keys = wire.SessionKeys.derive(session.suite, sik)
+        self.logins += 1
+        check = wire.rakp4_integrity_check(session.suite, sik, session.console_random, bmc_session,
+                                           self.config.guid)
+        reply = head + bytes((0, 0, 0)) + struct.pack("<I", session.console_session_id) + check
+        return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP4, reply)
+
+    def _in_session(self, packet: wire.Packet, datagram: bytes) -> bytes | None:
+        session = self._sessions.get(packet.session_id)
+        if session is None or session.keys is None:
+            return None
+        _packet, request = session.keys.unseal(datagram)
+        netfn, command, data = request[1] >> 2, request[5], request[6:-1]
+        self.commands.append((netfn, command))
+        code, reply_data = self._command(netfn, command, data, packet.session_id)
+        session.sequence += 1
+        return session.keys.seal(session.console_session_id, session.sequence, _response(request, code, reply_data))
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def _command(self, netfn: int, command: int, data: bytes, bmc_session: int) -> tuple[int, bytes]:
+        if (netfn, command) == (0x06, 0x3B):
+            return 0, bytes((data[0] & 0x0F,))
+        if (netfn, command) == (0x06, 0x3C):
+            self._sessions.pop(bmc_session, None)
+            self.closed_sessions += 1
+            return 0, b""
+        if (netfn, command) == (0x00, 0x01):
+            return 0, bytes((1 if self._read_power() == "on" else 0, 0, 0, 0))
+        if (netfn, command) == (0x00, 0x02):
+            return self._chassis_control(data[0])
+        if (netfn, command) == (0x00, 0x08):
+            if data[0] == 5:
+                self.boot_device = (data[2] >> 2) & 0x0F
+            return 0, b""
+        if (netfn, command) == (0x06, 0x01):
+            major, minor = self.config.firmware
+            return 0, bytes((0x20, 0x01, major, minor, 0x02, 0x9F)) + (0x001291).to_bytes(3, "little") + b"\x34\x12"
+        if (netfn, command) == (0x06, 0x08):
+            return 0, self.config.guid
+        if (netfn, command) == (0x0C, 0x02) and data[1] == 5 and self.config.mac:
+            return 0, bytes((0x11,)) + self.config.mac
+        if (netfn, command) == (0x2C, 0x02) and self.config.dcmi_power_w is not None:
+            reading = struct.pack("<HHHH", self.config.dcmi_power_w, 0, 0, 0) + bytes(8)
+            return 0, bytes((0xDC,)) + reading + bytes((0x40,))
+        if (netfn, command) == (0x0A, 0x10) and self.config.fru is not None:
+            return 0, struct.pack("<HB", len(self.config.fru), 0)
+        if (netfn, command) == (0x0A, 0x11) and self.config.fru is not None:
+            offset, count = data[1] | data[2] << 8, data[3]
+            if count > self.config.fru_max_read:
+                return 0xC8, b""
+            chunk = self.config.fru[offset:offset + count]
+            return 0, bytes((len(chunk),)) + chunk
+        return INVALID_COMMAND, b""
+
+    def _read_power(self) -> str:
+        if self._lag_left > 0:
+            self._lag_left -= 1
+            return self._reported_power
+        self._reported_power = self.power
+        return self.power
+
+    def _chassis_control(self, code: int) -> tuple[int, bytes]:
+        if self._busy_left > 0:
+            self._busy_left -= 1
+            return NODE_BUSY, b""
+        if self.config.ignore_power_commands:
+            return 0, b""
+        self._reported_power = self.power
+        self.power = {0x00: "off", 0x01: "on", 0x02: "on", 0x03: "on", 0x05: "off"}.get(code, self.power)
+        self._lag_left = self.config.power_lag_reads
+        return 0, b""
+
+
+def _response(request: bytes, code: int, data: bytes) -> bytes:
+    """The BMC's response message to an IPMI request message."""
+    head = bytes((request[3], ((request[1] >> 2) + 1) << 2 | (request[4] & 0x03)))
+    body = bytes((request[0], request[4] & 0xFC, request[5], code)) + data
+    return head + bytes((wire.checksum(head),)) + body + bytes((wire.checksum(body),))
+
+
+def fru_area(manufacturer: str, product: str, serial: str) -> bytes:
+    """A minimal FRU image: common header and a product info area (Platform Management FRU spec 1.3)."""
+
+    def field(text: str) -> bytes:
+        encoded = text.encode("ascii")
+        return bytes((0xC0 | len(encoded),)) + encoded
+
+    body = bytes((0x01, 0x00, 0x19)) + b"".join(field(t) for t in (manufacturer, product, "", "", serial, "", ""))
+    body += b"\xc1"  # end of fields
+    body += bytes(-(len(body) + 1) % 8)
+    product_area = bytearray(body)
+    product_area[1] = (len(body) + 1) // 8
+    product_area += bytes((wire.checksum(bytes(product_area)),))
+    header = bytearray((0x01, 0, 0, 0, 1, 0, 0))
+    header += bytes((wire.checksum(bytes(header)),))
+    return bytes(header) + bytes(product_area)

@@ -1,0 +1,227 @@
+"""Run one IPMI operation on many BMCs at once: parallel, one command in flight per BMC,
+bounded retries with exponential backoff, and a result per node that says why it failed.
+
+A node that times out, rejects the login or vanishes mid-run is retried after a pause
+(1 s, 2 s, 4 s ... by default, three tries in all), then fails alone; the rest of the fleet
+carries on. Each BMC is handled by one worker at a time and, within this process, behind
+a per-address lock, so two operations (two Pulumi resources, two fleet runs) never talk to
+the same BMC at once: BMCs crash when hammered (REFERENCE.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from rackform.ipmi import wire
+from rackform.ipmi.client import BOOT_DEVICES, POWER_ACTIONS, BmcClient, ConfirmPolicy, PowerChange
+from rackform.ipmi.credentials import Credentials, CredentialSource
+from rackform.ipmi.errors import IpmiError, Reason
+from rackform.ipmi.session import IPMI_PORT, LanSession, Timeouts
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DEFAULT_ATTEMPTS = 3
+DEFAULT_MAX_PARALLEL = 128
+"""Workers (threads, one BMC each at a time). Most of a worker's life is waiting on UDP."""
+
+
+@dataclass(frozen=True, slots=True)
+class BmcTarget:
+    node: str
+    address: str
+    port: int = IPMI_PORT
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult(Generic[T]):
+    """What happened on one node: a value, or the reason and message of its last failure."""
+
+    node: str
+    address: str
+    value: T | None = None
+    reason: Reason | None = None
+    error: str = ""
+    attempts: int = 1
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    def describe(self) -> str:
+        if self.ok:
+            return "ok"
+        tries = f" (gave up after {self.attempts} tries)" if self.attempts > 1 else ""
+        return f"{self.reason}: {self.error}{tries}"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Tries per node and the pause before each retry: first, first x factor, ... capped."""
+
+    attempts: int = DEFAULT_ATTEMPTS
+    first_backoff_s: float = 1.0
+    factor: float = 2.0
+    max_backoff_s: float = 10.0
+    jitter: float = 0.2
+    """Each pause is stretched by up to this fraction, so a fleet does not retry in lockstep."""
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("a retry policy needs at least one attempt")
+
+    def backoff_s(self, failed_attempts: int, rng: random.Random | None = None) -> float:
+        base = min(self.first_backoff_s * self.factor ** (failed_attempts - 1), self.max_backoff_s)
+        return base * (1 + self.jitter * (rng or random).random())
+
+
+class BmcLocks:
+    """One lock per BMC address in this process: at most one session talks to a BMC at a time."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+
+    def __call__(self, address: str, port: int) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((address, port), threading.Lock())
+
+
+PROCESS_BMC_LOCKS = BmcLocks()
+
+
+@dataclass
+class Fleet:
+    """Runs operations on many BMCs; see the module docstring for the rules it keeps."""
+
+    credentials: CredentialSource
+    retry: RetryPolicy = RetryPolicy()
+    timeouts: Timeouts = Timeouts()
+    confirm: ConfirmPolicy = ConfirmPolicy()
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    privilege: int = wire.PRIVILEGE_ADMIN
+    session_factory: Callable[..., LanSession] = LanSession
+    sleep: Callable[[float], None] = time.sleep
+    locks: BmcLocks = field(default_factory=lambda: PROCESS_BMC_LOCKS)
+    _working_login: dict[tuple[str, int], int] = field(default_factory=dict, init=False, repr=False)
+
+    def run(self, targets: Iterable[BmcTarget], operation: Callable[[BmcClient], T], *,
+            on_result: Callable[[NodeResult[T]], None] | None = None) -> list[NodeResult[T]]:
+        """`operation` on every target's BMC; results in target order.
+
+        Targets sharing an address (a misconfigured inventory, or one BMC serving several
+        nodes) are run one after the other by the same worker.
+        """
+        targets = list(targets)
+        by_bmc: dict[tuple[str, int], list[tuple[int, BmcTarget]]] = {}
+        for position, target in enumerate(targets):
+            by_bmc.setdefault((target.address, target.port), []).append((position, target))
+        results: dict[int, NodeResult[T]] = {}
+
+        def run_bmc(group: list[tuple[int, BmcTarget]]) -> None:
+            for position, target in group:
+                result = self._run_one(target, operation)
+                results[position] = result
+                if on_result is not None:
+                    on_result(result)
+
+        workers = max(1, min(self.max_parallel, len(by_bmc)))
+        if workers == 1:
+            for group in by_bmc.values():
+                run_bmc(group)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="rackform-bmc") as pool:
+                for future in [pool.submit(run_bmc, group) for group in by_bmc.values()]:
+                    future.result()
+        return [results[position] for position in range(len(targets))]
+
+    def _run_one(self, target: BmcTarget, operation: Callable[[BmcClient], T]) -> NodeResult[T]:
+        started = time.monotonic()
+
+        def failed(reason: Reason, message: str, attempts: int) -> NodeResult[T]:
+            log.info("%s (%s): %s: %s", target.node, target.address, reason, message)
+            return NodeResult(target.node, target.address, reason=reason, error=message, attempts=attempts,
+                              elapsed_s=time.monotonic() - started)
+
+        try:
+            credentials = self.credentials(target.node)
+        except Exception as error:  # noqa: BLE001 - a store's own error, reported per node
+            return failed(Reason.NO_CREDENTIALS, f"no BMC login for {target.node}: {_safe_text(error)}", 0)
+        with self.locks(target.address, target.port):
+            for attempt in range(1, self.retry.attempts + 1):
+                try:
+                    value = self._in_session(target, credentials, operation)
+                except IpmiError as error:
+                    if not error.retryable or attempt == self.retry.attempts:
+                        return failed(error.reason, error.message, attempt)
+                    pause = self.retry.backoff_s(attempt)
+                    log.debug("%s (%s): %s; retry %d in %.1f s", target.node, target.address, error,
+                              attempt + 1, pause)
+                    self.sleep(pause)
+                    continue
+                except Exception as error:  # noqa: BLE001 - one node's surprise must not stop the fleet
+                    return failed(Reason.PROTOCOL, f"{type(error).__name__}: {_safe_text(error)}", attempt)
+                return NodeResult(target.node, target.address, value=value, attempts=attempt,
+                                  elapsed_s=time.monotonic() - started)
+        raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    def _in_session(self, target: BmcTarget, credentials: Credentials, operation: Callable[[BmcClient], T]) -> T:
+        """Log in (trying each of the node's passwords in turn), run `operation`, log out.
+
+        The password that worked is tried first next time, so a BMC is not sent a password
+        it rejected on every run.
+        """
+        logins = credentials.logins()
+        key = (target.address, target.port)
+        first = self._working_login.get(key, 0) % len(logins)
+        for tried, index in enumerate([*range(first, len(logins)), *range(first)], start=1):
+            session = self.session_factory(target.address, logins[index], port=target.port,
+                                           privilege=self.privilege, timeouts=self.timeouts)
+            try:
+                session.open()
+            except IpmiError as error:
+                if error.reason is Reason.AUTH_REJECTED and tried < len(logins):
+                    continue
+                raise
+            self._working_login[key] = index
+            try:
+                return operation(BmcClient(session, self.confirm, self.sleep))
+            finally:
+                session.close()
+        raise AssertionError("unreachable: the last login returns or raises")
+
+    # --- the operations rackform runs across a fleet --------------------------------------------
+
+    def power_status(self, targets: Iterable[BmcTarget], **options) -> list[NodeResult[str]]:
+        return self.run(targets, lambda client: client.power_state(), **options)
+
+    def power(self, targets: Iterable[BmcTarget], action: str, **options) -> list[NodeResult[PowerChange]]:
+        """on / off / soft / cycle / reset, each confirmed by reading the state back."""
+        if action not in POWER_ACTIONS:  # a caller's mistake: say so once, not once per node
+            raise ValueError(f"unknown power action {action!r} (expected one of {', '.join(POWER_ACTIONS)})")
+        return self.run(targets, lambda client: client.set_power(action), **options)
+
+    def set_boot_device(self, targets: Iterable[BmcTarget], device: str, persistent: bool = False,
+                        **options) -> list[NodeResult[None]]:
+        if device not in BOOT_DEVICES:
+            raise ValueError(f"unknown boot device {device!r} (expected one of {', '.join(BOOT_DEVICES)})")
+        return self.run(targets, lambda client: client.set_boot_device(device, persistent), **options)
+
+
+def failed_percentage(results: list[NodeResult]) -> float:
+    """Share of nodes that failed, 0-100 (compare with a site's max_fail_percentage)."""
+    return 100.0 * sum(not r.ok for r in results) / len(results) if results else 0.0
+
+
+def _safe_text(error: BaseException) -> str:
+    """An exception's text, cut short: it goes into per-node results and logs."""
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,111 @@
+"""IPMI on the wire (rackform.ipmi.wire): messages, framing, and sealed session packets."""
+
+from __future__ import annotations
+
+import pytest
+
+from rackform.ipmi import wire
+from rackform.ipmi.fakebmc import fru_area
+
+
+def test_checksum_makes_the_bytes_sum_to_zero():
+    data = bytes((0x20, 0x18))
+    assert (sum(data) + wire.checksum(data)) % 256 == 0
+
+
+def _response_to(request: bytes, code: int, data: bytes) -> bytes:
+    head = bytes((request[3], ((request[1] >> 2) + 1) << 2))
+    body = bytes((request[0], request[4], request[5], code)) + data
+    return head + bytes((wire.checksum(head),)) + body + bytes((wire.checksum(body),))
+
+
+def test_a_response_is_matched_to_its_request_by_sequence_and_command():
+    request = wire.ipmi_request(0x00, 0x01, sequence=7)
+    response = wire.parse_ipmi_response(_response_to(request, 0, b"\x01\x00\x00\x00"))
+    assert (response.netfn, response.command, response.sequence, response.completion_code, response.data) == (
+        0x01, 0x01, 7, 0, b"\x01\x00\x00\x00")
+
+
+def test_a_corrupted_response_is_refused():
+    message = bytearray(_response_to(wire.ipmi_request(0x00, 0x01, 1), 0, b"\x01"))
+    message[-2] ^= 0xFF
+    with pytest.raises(wire.WireError, match="checksum"):
+        wire.parse_ipmi_response(bytes(message))
+
+
+def test_sessionless_packet_round_trips():
+    message = wire.ipmi_request(0x06, 0x38, 0, b"\x8e\x04")
+    assert wire.parse_packet(wire.sessionless_packet(message)).payload == message
+
+
+@pytest.mark.parametrize("datagram", [b"", b"\x06\x00\xff\x07", b"\x01" * 20, b"\x06\x00\xff\x07\x06\x00" + b"\x00" * 8])
+def test_garbage_is_not_a_packet(datagram: bytes):
+    with pytest.raises(wire.WireError):
+        wire.parse_packet(datagram)
+
+
+@pytest.mark.parametrize(("byte1", "byte3", "ipmi20", "ipmi15"), [
+    (0x80 | 0x04, 0x02, True, False),
+    (0x80 | 0x04, 0x03, True, True),
+    (0x04, 0x00, False, True),  # no extended data: an IPMI 1.5 BMC
+])
+def test_channel_capabilities_say_which_ipmi_versions_a_bmc_speaks(byte1, byte3, ipmi20, ipmi15):
+    capabilities = wire.parse_channel_auth_capabilities(bytes((1, byte1, 0x04, byte3, 0, 0, 0, 0)))
+    assert (capabilities.ipmi20, capabilities.ipmi15) == (ipmi20, ipmi15)
+
+
+def test_null_user_and_anonymous_login_are_reported():
+    capabilities = wire.parse_channel_auth_capabilities(bytes((1, 0x84, 0x03, 0x02, 0, 0, 0, 0)))
+    assert (capabilities.null_user_names, capabilities.anonymous_login) == (True, True)
+
+
+@pytest.mark.parametrize("suite", wire.SAFE_SUITES, ids=lambda s: f"suite{s.number}")
+def test_open_session_request_proposes_exactly_the_suites_algorithms(suite: wire.CipherSuite):
+    payload = wire.open_session_request(tag=5, console_session_id=0x11223344, suite=suite)
+    assert (payload[12], payload[20], payload[28]) == (suite.authentication, suite.integrity, suite.confidentiality)
+
+
+def test_only_suites_17_and_3_are_ever_proposed():
+    assert [suite.number for suite in wire.SAFE_SUITES] == [17, 3]
+
+
+@pytest.mark.parametrize("suite", wire.SAFE_SUITES, ids=lambda s: f"suite{s.number}")
+@pytest.mark.parametrize("message", [b"", b"\x20\x04\xdc\x81\x04\x01\x7a", bytes(range(40))])
+def test_sealed_packet_opens_to_the_same_message(suite: wire.CipherSuite, message: bytes):
+    keys = wire.SessionKeys.derive(suite, b"k" * 20)
+    packet, opened = keys.unseal(keys.seal(0x1234, 9, message))
+    assert (opened, packet.session_id, packet.sequence) == (message, 0x1234, 9)
+
+
+def test_sealed_packet_is_encrypted():
+    keys = wire.SessionKeys.derive(wire.SUITE_3, b"k" * 20)
+    message = b"chassis status, very secret"
+    assert message not in keys.seal(1, 1, message)
+
+
+def test_tampered_packet_fails_its_integrity_check():
+    keys = wire.SessionKeys.derive(wire.SUITE_17, b"k" * 20)
+    sealed = bytearray(keys.seal(1, 1, b"\x20\x00\xe0\x81\x04\x01\x7a"))
+    sealed[20] ^= 0x01
+    with pytest.raises(wire.WireError, match="integrity"):
+        keys.unseal(bytes(sealed))
+
+
+def test_a_packet_signed_with_other_keys_is_refused():
+    ours = wire.SessionKeys.derive(wire.SUITE_3, b"a" * 20)
+    theirs = wire.SessionKeys.derive(wire.SUITE_3, b"b" * 20)
+    with pytest.raises(wire.WireError, match="integrity"):
+        ours.unseal(theirs.seal(1, 1, b"\x20\x00\xe0\x81\x04\x01\x7a"))
+
+
+def test_rakp_codes_depend_on_the_password():
+    arguments = dict(console_session_id=1, bmc_session_id=2, console_random=b"r" * 16, bmc_random=b"s" * 16,
+                     bmc_guid=b"g" * 16, role=0x14, user=b"ADMIN")
+    right = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN", **arguments)
+    wrong = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN2", **arguments)
+    assert right != wrong and len(right) == 20
+
+
+def test_fru_image_has_valid_header_checksum():
+    image = fru_area("Acme", "X1", "SN1")
+    assert wire.checksum(image[:7]) == image[7]
