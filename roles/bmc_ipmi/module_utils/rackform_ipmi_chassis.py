@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+"""Power and boot device through a logged-in session, every change read back.
+
+Power states (IPMI Chassis Control, App netfn 0x00 cmd 0x02):
+  on, off      - idempotent: nothing is sent when the chassis already reads so
+  soft         - ask the OS to shut down (ACPI); done when the chassis reads off
+  cycle, reset - always act: off-then-on, or a hard reset; a host that is off is
+                 simply powered on (IPMI leaves an off chassis off for both)
+Each change is confirmed by reading Get Chassis Status until it shows the
+expected state, or fails after `timeout_s`.
+
+Boot device (Set System Boot Options, parameter 5): `pxe` (one-time by default:
+the next boot uses it up) is sent unless the BMC already reports it pending;
+`disk` is sent only when the BMC reports an override to something else, since
+"no override" (pyghmi reads it as `default`) boots the installed disk.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import time
+
+NETFN_CHASSIS = 0x00
+CMD_GET_CHASSIS_STATUS = 0x01
+CMD_CHASSIS_CONTROL = 0x02
+CHASSIS_CONTROL = {"off": 0x00, "on": 0x01, "cycle": 0x02, "reset": 0x03, "soft": 0x05}
+POWER_STATES = ("on", "off", "soft", "cycle", "reset")
+BOOT_DEVICES = {"pxe": "network", "disk": "hd"}
+NO_OVERRIDE = ("default", "hd")
+"""Boot devices read back that already mean "boot from disk"."""
+
+
+class ChassisError(Exception):
+    """A chassis command failed or its effect never showed."""
+
+
+def read_power(ipmi):
+    """"on" or "off", from Get Chassis Status."""
+    response = ipmi.raw_command(netfn=NETFN_CHASSIS, command=CMD_GET_CHASSIS_STATUS)
+    if "error" in response:
+        raise ChassisError("reading the power state failed: %s" % response["error"])
+    return "on" if response["data"][0] & 0x01 else "off"
+
+
+def _control(ipmi, action):
+    response = ipmi.raw_command(netfn=NETFN_CHASSIS, command=CMD_CHASSIS_CONTROL, data=[CHASSIS_CONTROL[action]])
+    if "error" in response:
+        raise ChassisError("chassis control %s failed: %s" % (action, response["error"]))
+
+
+def _wait_for(ipmi, wanted, timeout_s, poll_s, clock, sleep, action):
+    deadline = clock() + timeout_s
+    state = read_power(ipmi)
+    while state != wanted:
+        if clock() >= deadline:
+            raise ChassisError("after power %s the chassis still reads %s, not %s, %.0f s later"
+                               % (action, state, wanted, timeout_s))
+        sleep(poll_s)
+        state = read_power(ipmi)
+    return state
+
+
+def set_power(ipmi, wanted, timeout_s, poll_s=0.5, clock=time.monotonic, sleep=time.sleep, dry_run=False):
+    """Bring the chassis to `wanted` (one of POWER_STATES); returns a result dict.
+    With `dry_run` only the power state is read: the result says what would be sent."""
+    if wanted not in CHASSIS_CONTROL:
+        raise ChassisError("unknown power state %r (one of %s)" % (wanted, ", ".join(POWER_STATES)))
+    before = read_power(ipmi)
+    if (wanted == "on" and before == "on") or (wanted in ("off", "soft") and before == "off"):
+        return {"changed": False, "power_before": before, "power": before, "power_action": None}
+    action = "on" if wanted in ("cycle", "reset") and before == "off" else wanted
+    expected = "off" if action in ("off", "soft") else "on"
+    if dry_run:
+        return {"changed": True, "power_before": before, "power": expected, "power_action": action}
+    _control(ipmi, action)
+    after = _wait_for(ipmi, expected, timeout_s, poll_s, clock, sleep, action)
+    return {"changed": True, "power_before": before, "power": after, "power_action": action}
+
+
+def set_boot_device(ipmi, device, persistent=False, uefi=False, dry_run=False):
+    """Set the next boot device (`pxe` or `disk`); returns a result dict (nothing is sent with `dry_run`)."""
+    if device not in BOOT_DEVICES:
+        raise ChassisError("unknown boot device %r (pxe or disk)" % device)
+    current = ipmi.get_bootdev()
+    before = current.get("bootdev")
+    pending_pxe = before == "network" and bool(current.get("persistent")) == persistent
+    if (device == "disk" and before in NO_OVERRIDE) or (device == "pxe" and pending_pxe):
+        return {"changed": False, "boot_device_before": before, "boot_device": device}
+    if dry_run:
+        return {"changed": True, "boot_device_before": before, "boot_device": device}
+    answer = ipmi.set_bootdev(BOOT_DEVICES[device], persist=persistent, uefiboot=uefi)
+    if isinstance(answer, dict) and "error" in answer:
+        raise ChassisError("setting the boot device to %s failed: %s" % (device, answer["error"]))
+    return {"changed": True, "boot_device_before": before, "boot_device": device}

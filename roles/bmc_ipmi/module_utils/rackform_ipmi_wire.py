@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+"""What a BMC offers, asked before any login: IPMI versions and RMCP+ cipher suites.
+
+Two session-less requests (IPMI 2.0 spec, sections 22.13 and 22.15), sent in the
+IPMI 1.5 packet format every BMC answers before a session exists:
+
+- Get Channel Authentication Capabilities (App 0x38) with the "IPMI 2.0 extended
+  data" bit: does the BMC speak IPMI 2.0 (RMCP+, `lanplus`) or only IPMI 1.5?
+- Get Channel Cipher Suites (App 0x54), page by page: which suites it offers.
+
+No credentials are sent, so a BMC that offers only IPMI 1.5 or only cipher suite 0
+is refused before it sees a user name or a password hash. Standard library only:
+this file travels inside the Ansible module (AnsiballZ) and into unit tests.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import socket
+import time
+
+IPMI_PORT = 623
+RMCP_HEADER = bytes([0x06, 0x00, 0xFF, 0x07])  # RMCP 1.0, no ack, class IPMI
+BMC_ADDRESS = 0x20
+CONTROLLER_SOFTWARE_ID = 0x81  # requester address of remote console software
+NETFN_APP = 0x06
+CMD_GET_CHANNEL_AUTH_CAPABILITIES = 0x38
+CMD_GET_CHANNEL_CIPHER_SUITES = 0x54
+CURRENT_CHANNEL = 0x0E
+PRIVILEGE_ADMINISTRATOR = 0x04
+PAYLOAD_IPMI = 0x00
+MAX_CIPHER_SUITE_PAGES = 64  # the list index is 6 bits
+RECORD_BYTES_PER_PAGE = 16
+START_OF_RECORD = 0xC0  # standard cipher suite record; 0xC1 is an OEM record (3 more bytes of IANA)
+START_OF_OEM_RECORD = 0xC1
+
+# Cipher suites rackform logs in with (IPMI 2.0 table 22-20): 17 = RAKP-HMAC-SHA256,
+# HMAC-SHA256-128, AES-CBC-128; 3 = RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128.
+# Suite 0 has no authentication at all (any password works), 1 and 2 send commands
+# in clear text; nothing else is accepted.
+ACCEPTED_CIPHER_SUITES = (17, 3)
+
+
+class BmcSilent(Exception):
+    """The BMC did not answer (down, unplugged, wrong address or a firewall)."""
+
+
+class BmcInsecure(Exception):
+    """The BMC offers nothing rackform accepts (IPMI 1.5 only, or no suite 3 or 17)."""
+
+
+def _checksum(data):
+    return (-sum(data)) & 0xFF
+
+
+def request_packet(command, data, sequence=1):
+    """An IPMI 1.5 session-less request (authentication type none) to the BMC."""
+    header = bytes([BMC_ADDRESS, NETFN_APP << 2])
+    body = bytes([CONTROLLER_SOFTWARE_ID, (sequence & 0x3F) << 2, command]) + bytes(data)
+    message = header + bytes([_checksum(header)]) + body + bytes([_checksum(body)])
+    session = bytes([0x00]) + bytes(4) + bytes(4) + bytes([len(message)])  # auth none, seq 0, session 0
+    return RMCP_HEADER + session + message
+
+
+def response_data(packet, command):
+    """(completion code, data) of an IPMI 1.5 session-less response to `command`, else None."""
+    if len(packet) < 14 or packet[:4] != RMCP_HEADER or packet[4] != 0x00:
+        return None  # not IPMI, or not the session-less 1.5 format we asked in
+    message = packet[14:14 + packet[13]]
+    # rqAddr, netFn/rqLUN, checksum, rsAddr, rqSeq/rsLUN, cmd, completion code, data..., checksum
+    if len(message) < 8 or message[1] >> 2 != NETFN_APP + 1 or message[5] != command:
+        return None
+    return message[6], bytes(message[7:-1])
+
+
+class Capabilities(object):
+    """What the BMC said about itself before any login."""
+
+    def __init__(self, ipmi20, ipmi15, cipher_suites):
+        self.ipmi20 = ipmi20
+        self.ipmi15 = ipmi15
+        self.cipher_suites = cipher_suites
+        """Suite ids offered, in the BMC's order; None when it does not list them."""
+
+    def as_dict(self):
+        return {
+            "ipmi_versions": [v for v, on in (("2.0", self.ipmi20), ("1.5", self.ipmi15)) if on],
+            "offered_cipher_suites": None if self.cipher_suites is None else list(self.cipher_suites),
+        }
+
+
+def parse_auth_capabilities(data):
+    """(IPMI 2.0 supported, IPMI 1.5 supported) from Get Channel Authentication Capabilities."""
+    if len(data) < 4:
+        raise ValueError("short authentication capabilities response")
+    extended = bool(data[1] & 0x80)  # "IPMI v2.0+ extended capabilities available"
+    if not extended:
+        return False, True  # a BMC that cannot even say so speaks IPMI 1.5 only
+    return bool(data[3] & 0x02), bool(data[3] & 0x01)
+
+
+def parse_cipher_suite_records(records):
+    """Suite ids from the concatenated record bytes of Get Channel Cipher Suites.
+
+    Each record: 0xC0, suite id, then algorithm bytes (tagged 00/01/10 in the top two
+    bits: authentication, integrity, confidentiality); OEM records start 0xC1 and carry
+    a 3-byte IANA number after the id.
+    """
+    suites = []
+    index = 0
+    while index < len(records):
+        tag = records[index]
+        if tag in (START_OF_RECORD, START_OF_OEM_RECORD) and index + 1 < len(records):
+            suites.append(records[index + 1])
+            index += 2 + (3 if tag == START_OF_OEM_RECORD else 0)
+            while index < len(records) and records[index] >> 6 != 0b11:
+                index += 1  # the suite's algorithm bytes
+        else:
+            index += 1
+    return tuple(suites)
+
+
+class _Requester(object):
+    """Requests over one connected UDP socket to one BMC, each sent up to `attempts` times."""
+
+    def __init__(self, address, port, timeout_s, attempts):
+        self.target = (address, port)
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.sequence = 0
+
+    def ask(self, sock, command, data):
+        self.sequence = (self.sequence + 1) & 0x3F
+        packet = request_packet(command, data, self.sequence)
+        for _ in range(self.attempts):
+            try:
+                sock.send(packet)
+            except OSError as error:  # e.g. no route to the out-of-band network
+                raise BmcSilent("%s:%d: %s" % (self.target[0], self.target[1], error.strerror or error))
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                sock.settimeout(remaining)
+                try:
+                    answer = sock.recv(1024)
+                except socket.timeout:
+                    break
+                except OSError as error:  # ICMP port unreachable: a host is there, its BMC service is not
+                    raise BmcSilent("%s:%d: %s (nothing answers IPMI there)"
+                                    % (self.target[0], self.target[1], error.strerror or error))
+                reply = response_data(answer, command)
+                if reply is not None:
+                    return reply
+        raise BmcSilent("no answer from %s:%d to %d requests of %.1f s each (BMC down, unplugged, or not on the "
+                        "out-of-band network)" % (self.target[0], self.target[1], self.attempts, self.timeout_s))
+
+
+def probe(address, port=IPMI_PORT, timeout_s=1.0, attempts=3):
+    """Ask the BMC for its IPMI versions and cipher suites; raises BmcSilent when it never answers."""
+    requester = _Requester(address, port, timeout_s, attempts)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        try:
+            sock.connect((address, port))  # connected: ICMP errors come back, answers from others do not
+        except (OSError, socket.gaierror) as error:
+            raise BmcSilent("%s:%d: %s" % (address, port, error))
+        code, data = requester.ask(sock, CMD_GET_CHANNEL_AUTH_CAPABILITIES,
+                                   [0x80 | CURRENT_CHANNEL, PRIVILEGE_ADMINISTRATOR])
+        if code == 0xCC:  # IPMI 1.5 BMCs may reject the 2.0 bit itself ("invalid data field")
+            code, data = requester.ask(sock, CMD_GET_CHANNEL_AUTH_CAPABILITIES,
+                                       [CURRENT_CHANNEL, PRIVILEGE_ADMINISTRATOR])
+            if code == 0:
+                return Capabilities(False, True, None)
+        if code != 0:
+            raise BmcInsecure("%s: the BMC refused to report its authentication capabilities (completion code "
+                              "0x%02x)" % (address, code))
+        ipmi20, ipmi15 = parse_auth_capabilities(data)
+        suites = _cipher_suites(requester, sock) if ipmi20 else None
+        return Capabilities(ipmi20, ipmi15, suites)
+    finally:
+        sock.close()
+
+
+def _cipher_suites(requester, sock):
+    """Every suite the BMC lists, or None when it does not answer the command."""
+    records = bytearray()
+    for page in range(MAX_CIPHER_SUITE_PAGES):
+        code, data = requester.ask(sock, CMD_GET_CHANNEL_CIPHER_SUITES,
+                                   [CURRENT_CHANNEL, PAYLOAD_IPMI, 0x80 | page])
+        if code != 0 or not data:
+            return None if page == 0 else parse_cipher_suite_records(bytes(records))
+        records.extend(data[1:])  # data[0] is the channel number
+        if len(data) - 1 < RECORD_BYTES_PER_PAGE:
+            break
+    return parse_cipher_suite_records(bytes(records))
+
+
+def refusal(capabilities, accepted=ACCEPTED_CIPHER_SUITES):
+    """Why rackform must not log in to this BMC, or None when it may.
+
+    A BMC that does not list its suites is allowed on: the login itself proposes
+    only suites 17 and 3 and fails if the BMC takes neither.
+    """
+    if not capabilities.ipmi20:
+        return ("the BMC speaks only IPMI 1.5 (no RMCP+/lanplus): its logins use MD5 or plain-text "
+                "passwords, so rackform refuses it; enable IPMI 2.0 (lanplus) on the BMC")
+    offered = capabilities.cipher_suites
+    if offered is not None and not set(offered) & set(accepted):
+        return ("the BMC offers cipher suites %s and none of %s: rackform refuses suite 0 (no authentication: "
+                "any password logs in) and every other suite; enable suite 17 or 3 on the BMC"
+                % (_suite_list(offered), _suite_list(accepted)))
+    return None
+
+
+def _suite_list(suites):
+    return ", ".join(str(suite) for suite in suites) if suites else "none"

@@ -1,0 +1,119 @@
+"""The questions rackform asks a BMC before any login: packets, parsing, and a real UDP
+exchange with the fake BMC (tests/lab/provision_fake_bmc.py) on the loopback."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from provision_support import load_fake_bmc_script, load_ipmi_modules
+
+wire = load_ipmi_modules()["rackform_ipmi_wire"]
+fake = load_fake_bmc_script()
+
+# ipmi_sim's answer to Get Channel Cipher Suites, page 0 (records of suites 0, 1, 2 and the start of 3).
+IPMI_SIM_PAGE_0 = bytes.fromhex("c0 00 00 40 80 c0 01 01 40 80 c0 02 01 41 80 c0".replace(" ", ""))
+IPMI_SIM_PAGE_1 = bytes.fromhex("03 01 41 81".replace(" ", ""))
+
+
+def test_request_packet_is_ipmi_15_sessionless_with_valid_checksums():
+    packet = wire.request_packet(0x38, [0x8E, 0x04], sequence=5)
+    message = packet[14:]
+    assert (packet[:5], packet[13], sum(message[:3]) & 0xFF, sum(message[3:]) & 0xFF, message[5]) == (
+        bytes([6, 0, 0xFF, 7, 0]), len(message), 0, 0, 0x38)
+
+
+@pytest.mark.parametrize(("data", "versions"), [
+    (bytes([0x01, 0x84, 0x05, 0x03]), (True, True)),
+    (bytes([0x01, 0x80, 0x04, 0x02]), (True, False)),
+    (bytes([0x01, 0x04, 0x04, 0x00]), (False, True)),
+])
+def test_auth_capabilities(data, versions):
+    assert wire.parse_auth_capabilities(data) == versions
+
+
+def test_cipher_suite_records_across_pages():
+    assert wire.parse_cipher_suite_records(IPMI_SIM_PAGE_0 + IPMI_SIM_PAGE_1) == (0, 1, 2, 3)
+
+
+def test_oem_cipher_suite_records_are_skipped_over_their_iana_number():
+    records = bytes([0xC1, 0x80, 0x57, 0x01, 0x00, 0x01, 0x41, 0x81, 0xC0, 0x11, 0x03, 0x44, 0x81])
+    assert wire.parse_cipher_suite_records(records) == (0x80, 17)
+
+
+@pytest.mark.parametrize(("capabilities", "refused"), [
+    (wire.Capabilities(False, True, None), "IPMI 1.5"),
+    (wire.Capabilities(True, True, (0,)), "suite 0 (no authentication"),
+    (wire.Capabilities(True, True, (0, 1, 2)), "offers cipher suites 0, 1, 2"),
+])
+def test_refusals(capabilities, refused):
+    assert refused in wire.refusal(capabilities)
+
+
+@pytest.mark.parametrize("suites", [(0, 1, 2, 3), (17,), None])
+def test_bmcs_offering_3_or_17_or_not_listing_are_let_through(suites):
+    assert wire.refusal(wire.Capabilities(True, True, suites)) is None
+
+
+def test_refusal_follows_the_accepted_list():
+    assert wire.refusal(wire.Capabilities(True, True, (3,)), accepted=(17,)) is not None
+
+
+# --- over UDP --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_bmc():
+    started = []
+
+    def start(mode: str):
+        bmc = fake.FakeBmc("127.0.0.1", 0, mode).start()
+        started.append(bmc)
+        return bmc
+
+    yield start
+    for bmc in started:
+        bmc.stop()
+
+
+def test_probe_reads_a_suite_0_only_bmc(fake_bmc):
+    bmc = fake_bmc("suite0")
+    capabilities = wire.probe("127.0.0.1", bmc.port, timeout_s=1.0)
+    assert capabilities.as_dict() == {"ipmi_versions": ["2.0"], "offered_cipher_suites": [0]}
+
+
+def test_probe_reads_an_ipmi_15_bmc(fake_bmc):
+    bmc = fake_bmc("ipmi15")
+    capabilities = wire.probe("127.0.0.1", bmc.port, timeout_s=1.0)
+    assert (capabilities.ipmi20, capabilities.cipher_suites) == (False, None)
+
+
+def test_probe_asks_no_login(fake_bmc):
+    bmc = fake_bmc("suite0")
+    wire.probe("127.0.0.1", bmc.port, timeout_s=1.0)
+    assert bmc.requests == ["auth-capabilities", "cipher-suites"]
+
+
+def test_probe_accepts_a_bmc_that_does_not_list_its_suites(fake_bmc):
+    bmc = fake_bmc("silent-list")
+    assert wire.probe("127.0.0.1", bmc.port, timeout_s=1.0).cipher_suites is None
+
+
+def test_probe_of_a_bmc_that_never_answers_gives_up_after_its_attempts():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
+        mute.bind(("127.0.0.1", 0))
+        started = time.monotonic()
+        with pytest.raises(wire.BmcSilent, match=r"no answer .* to 2 requests of 0.2 s each"):
+            wire.probe("127.0.0.1", mute.getsockname()[1], timeout_s=0.2, attempts=2)
+    assert time.monotonic() - started < 2.0
+
+
+def test_probe_of_a_closed_port_fails_at_once():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as gone:
+        gone.bind(("127.0.0.1", 0))
+        port = gone.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(wire.BmcSilent):
+        wire.probe("127.0.0.1", port, timeout_s=1.0, attempts=3)
+    assert time.monotonic() - started < 1.0
