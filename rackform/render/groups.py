@@ -4,8 +4,9 @@ Groups come from the design, never from hand edits: one per host role
 (`management_plane`, `compute`, `storage`, `gpu`, under `servers`), per switch OS
 and switch role (under `switches`, plus `fabric_switches` for leaves and spines),
 the Kubernetes groups Kubespray's users know, one per block type
-(`block_dgx_h100`) and one per rack (`rack_r1`). The fixed
-groups are always present, even empty, so no play ever names an unknown group.
+(`block_dgx_h100`), one per rack (`rack_r1`) and `provisioning`, the host that
+serves PXE to the rest. The fixed groups are always present, even empty, so no
+play ever names an unknown group.
 Unmanaged switches have no Ansible connection and stay out of the inventory.
 """
 
@@ -24,6 +25,10 @@ FABRIC_SWITCH_ROLES = ("leaf", "spine")
 # Host roles whose hosts run workloads as Kubernetes nodes; the control plane is
 # named in the design. Storage nodes serve NVMe-oF/NFS and are not cluster nodes.
 KUBE_WORKER_ROLES = ("compute", "gpu")
+# The PXE service (role pxe_server) runs on the site's first management-plane host:
+# it sits on the management network, comes up first (it is installed by hand or
+# from USB as the seed) and stays up, unlike the controller running rackform.
+PROVISIONING_ROLE = "management_plane"
 
 
 def group_name(text: str) -> str:
@@ -80,6 +85,11 @@ def _kube_groups(site: Site) -> dict:
     return {"kube_control_plane": _group(control_plane), "kube_node": _group(workers)}
 
 
+def _provisioning_group(site: Site) -> dict:
+    first = next((host.name for host in site.hosts.values() if host.role == PROVISIONING_ROLE), None)
+    return _group([first] if first else [])
+
+
 def _placement_groups(site: Site, managed: set[str]) -> dict:
     """One group per block type (sorted) and one per rack (design order)."""
     by_block: dict[str, list[str]] = {}
@@ -104,6 +114,7 @@ def build_groups(site: Site) -> dict:
             "servers": {"children": _server_groups(site)},
             "switches": {"children": _switch_groups(switches)},
             "k8s_cluster": {"children": _kube_groups(site)},
+            "provisioning": _provisioning_group(site),
             **_placement_groups(site, {switch.name for switch in switches}),
         }
     }
