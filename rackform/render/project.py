@@ -72,7 +72,11 @@ def render_files(site: Site) -> dict[str, bytes]:
     """Every file of the site's project, keyed by path relative to the project root, sorted."""
     inventory = build_inventory(site)
     text = inventory_files(site, inventory)
-    text.update(switch_config_files(inventory.switch_vars, host_groups(inventory.tree), inventory.group_vars))
+    text.update(
+        switch_config_files(
+            inventory.switch_vars, host_groups(inventory.tree), inventory.group_vars, inventory.server_vars
+        )
+    )
     text.update(playbook_files(site))
     text.update(project_files(site, len(inventory.switch_vars)))
     text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})

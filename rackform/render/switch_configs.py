@@ -3,19 +3,63 @@
 Rendered from each switch's merged inventory variables (group_vars by group
 depth, then host_vars, as Ansible merges them), so the file shows exactly the
 values the stages use. Cumulus files are the switch_baseline role's own
-templates, rendered here for review; Onyx files are the CLI lines rackform
-pushes with netmiko.
+templates, rendered here for review and by the Cumulus driver
+(`rackform.fabric.cumulus`) for a push; Onyx files are the CLI lines the Onyx
+driver (`rackform.fabric.onyx`) pushes with netmiko.
+
+A leaf's bridge towards the servers holds their gateways, which come from the
+servers' own fabric addresses: pass `server_vars` so the render sees them, as
+Ansible's `hostvars` does.
 """
 
 from __future__ import annotations
 
-from rackform.render.assets import project_templates, role_templates
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jinja2
+import yaml
+
+from rackform.render.assets import ROLES_DIR, project_templates, role_templates
 from rackform.render.group_vars import ConcernFiles
 
-# (title, template under roles/) of each part of a Cumulus switch's configuration.
-_CUMULUS_PARTS = (
-    ("/etc/network/interfaces fragment", "switch_baseline/templates/interfaces.j2"),
-    ("/etc/frr/frr.conf", "switch_baseline/templates/frr.conf.j2"),
+ROLE = "switch_baseline"
+
+
+@dataclass(frozen=True, slots=True)
+class CumulusFile:
+    """One file the switch_baseline role installs on a Cumulus switch."""
+
+    title: str
+    template: str
+    """Under roles/switch_baseline/templates/."""
+    path_default: str | None
+    """The role default naming the file's path on the switch (None: `fixed_path`)."""
+    fixed_path: str | None = None
+    mode: int = 0o644
+    owner: str = "root"
+    reload: str = ""
+    """What applies it: interfaces | ports | frr | qos."""
+    review: bool = True
+    """Shown in switch_configs/<switch>.cumulus.conf."""
+    fabric_only: bool = False
+    """Only on leaves and spines (group fabric_switches)."""
+
+
+# In the order the role installs them.
+CUMULUS_FILES = (
+    CumulusFile("/etc/network/interfaces fragment", "interfaces.j2", "switch_baseline_interfaces_file",
+                reload="interfaces"),
+    CumulusFile("/etc/network/interfaces fragment: the bridge towards the servers", "servers.intf.j2",
+                "switch_baseline_servers_file", reload="interfaces"),
+    CumulusFile("port settings script", "port-settings.sh.j2", "switch_baseline_port_settings_script",
+                mode=0o755, reload="ports", review=False),
+    CumulusFile("/etc/frr/frr.conf", "frr.conf.j2", None, fixed_path="/etc/frr/frr.conf", mode=0o640,
+                owner="frr", reload="frr"),
+    CumulusFile("QoS datapath: lossless RoCE", "qos_features.conf.j2", "switch_baseline_qos_file",
+                reload="qos", fabric_only=True),
 )
 
 
@@ -30,11 +74,67 @@ def merged_vars(name: str, groups: dict[str, int], group_vars: ConcernFiles, own
     return merged
 
 
-def _cumulus(name: str, context: dict) -> str:
-    templates = role_templates()
+@lru_cache(maxsize=1)
+def role_defaults() -> dict:
+    """switch_baseline's defaults that are plain values (not templated): file paths, bridge name."""
+    path = ROLES_DIR / ROLE / "defaults" / "main.yml"
+    defaults = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {key: value for key, value in defaults.items() if "{{" not in str(value)}
+
+
+@lru_cache(maxsize=1)
+def _role_environment() -> jinja2.Environment:
+    """The role templates' environment plus `quote`, the one Ansible filter they use."""
+    environment = role_templates().overlay()
+    environment.filters = {**environment.filters, "quote": shlex.quote}
+    return environment
+
+
+def switch_context(
+    name: str,
+    groups: dict[str, int],
+    group_vars: ConcernFiles,
+    own: dict,
+    server_vars: Mapping[str, dict] | None = None,
+) -> dict:
+    """What a switch's templates see: role defaults, merged vars, group_names, peers' hostvars."""
+    context = {**role_defaults(), **merged_vars(name, groups, group_vars, own)}
+    context["group_names"] = sorted(group for group in groups if group != "all")
+    servers = server_vars or {}
+    peers = {link["peer"] for link in own.get("switch_ports", {}).values()}
+    context["hostvars"] = {peer: servers[peer] for peer in sorted(peers) if peer in servers}
+    return context
+
+
+def cumulus_path(part: CumulusFile, context: Mapping) -> str:
+    return part.fixed_path or context[part.path_default]
+
+
+def cumulus_parts(context: Mapping) -> list[CumulusFile]:
+    """The files the role installs on this switch."""
+    fabric = "fabric_switches" in context.get("group_names", ())
+    return [part for part in CUMULUS_FILES if fabric or not part.fabric_only]
+
+
+def cumulus_file_text(part: CumulusFile, context: Mapping) -> str:
+    return _role_environment().get_template(f"{ROLE}/templates/{part.template}").render(context)
+
+
+def cumulus_files(context: Mapping) -> dict[str, str]:
+    """Path on the switch -> content, for every file the role installs there."""
+    return {cumulus_path(part, context): cumulus_file_text(part, context) for part in cumulus_parts(context)}
+
+
+def onyx_config_text(context: Mapping) -> str:
+    """The Onyx CLI lines (with `##` comments), ending with `configuration write`."""
+    return project_templates().get_template("switch_configs/onyx.conf.j2").render(context)
+
+
+def _cumulus_review(name: str, context: dict) -> str:
     parts = [
-        {"title": title, "template": path.rsplit("/", 1)[1], "text": templates.get_template(path).render(context)}
-        for title, path in _CUMULUS_PARTS
+        {"title": part.title, "template": part.template, "text": cumulus_file_text(part, context)}
+        for part in cumulus_parts(context)
+        if part.review
     ]
     return (
         project_templates()
@@ -43,20 +143,23 @@ def _cumulus(name: str, context: dict) -> str:
     )
 
 
-def _onyx(name: str, context: dict) -> str:
-    return project_templates().get_template("switch_configs/onyx.conf.j2").render(context)
+def _onyx_review(name: str, context: dict) -> str:
+    return onyx_config_text(context)
 
 
-RENDERERS = {"cumulus": _cumulus, "onyx": _onyx}
+RENDERERS = {"cumulus": _cumulus_review, "onyx": _onyx_review}
 
 
 def switch_config_files(
-    switch_vars: dict[str, dict], host_groups: dict[str, dict[str, int]], group_vars: ConcernFiles
+    switch_vars: dict[str, dict],
+    host_groups: dict[str, dict[str, int]],
+    group_vars: ConcernFiles,
+    server_vars: Mapping[str, dict] | None = None,
 ) -> dict[str, str]:
     """switch_configs/<name>.<os>.conf for every managed switch."""
     files = {}
     for name, own in switch_vars.items():
         os_name = own["switch_os"]
-        context = merged_vars(name, host_groups.get(name, {"all": 0}), group_vars, own)
+        context = switch_context(name, host_groups.get(name, {"all": 0}), group_vars, own, server_vars)
         files[f"switch_configs/{name}.{os_name}.conf"] = RENDERERS[os_name](name, context)
     return files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import configparser
 import copy
 import json
@@ -147,9 +149,28 @@ def test_no_inventory_variable_holds_a_secret(files, word):
     assert [name for name in names if word in name.lower()] == []
 
 
-@pytest.mark.parametrize("marker", [b"-----BEGIN", b"$ANSIBLE_VAULT", b"password:", b"password="])
+@pytest.mark.parametrize("marker", [b"-----BEGIN", b"$ANSIBLE_VAULT"])
 def test_no_file_carries_secret_material(files, marker):
-    assert [path for path, content in files.items() if marker in content.lower() or marker in content] == []
+    assert [path for path, content in files.items() if marker in content] == []
+
+
+# `password: "{{ ... }}"` (a template reading the vault) is how roles take a password;
+# a literal value after password: or password= never is.
+LITERAL_PASSWORD = re.compile(rb"password\s*[:=]\s*['\"]?(?!\{\{)[^\s'\"{}()\[\],]{3,}", re.IGNORECASE)
+
+
+def test_no_file_sets_a_literal_password(files):
+    literal = {
+        path: LITERAL_PASSWORD.search(content).group(0)
+        for path, content in files.items()
+        if not path.endswith(".py") and LITERAL_PASSWORD.search(content)
+    }
+    assert literal == {}
+
+
+def test_literal_password_pattern_catches_a_literal():
+    assert LITERAL_PASSWORD.search(b"  password: ADMIN\n") and LITERAL_PASSWORD.search(b"password=hunter22 ")
+    assert not LITERAL_PASSWORD.search(b'password: "{{ bmc_harden_password }}"')
 
 
 # ---------------------------------------------------------------- inventory groups
@@ -537,9 +558,9 @@ def _change_ntp_servers(site):
     [
         (_change_switch_mtu, {"fabric"}),
         (_change_leaf_asn, {"fabric"}),
-        (_change_gpu_serial, {"provision", "os", "kubernetes", "verify"}),
-        (_change_storage_serial, {"provision", "os", "verify"}),
-        (_change_kubernetes_version, {"provision", "os", "kubernetes", "verify"}),
+        (_change_gpu_serial, {"provision", "fabric", "os", "kubernetes", "verify"}),
+        (_change_storage_serial, {"provision", "fabric", "os", "verify"}),
+        (_change_kubernetes_version, {"provision", "fabric", "os", "kubernetes", "verify"}),
         (_change_ntp_servers, set(ANSIBLE_STAGES)),
     ],
     ids=lambda value: value.__name__.removeprefix("_change_") if callable(value) else None,
