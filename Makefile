@@ -33,13 +33,21 @@ $(STAMP): pyproject.toml
 
 install: apt $(STAMP)
 
+# The main job: bring the embedded site up as a lab on this machine (root), deploy
+# it, verify it, and leave it running. A second `make demo` converges with no changes.
 demo: install
 	rackform validate $(SITE)
-	rackform render $(SITE)
 	rackform diagram $(SITE)
+	rackform lab up $(SITE)
+	rackform deploy $(SITE)
+	rackform verify $(SITE)
 	@echo
-	@echo "The emitted Ansible project is in build/$(SITE)/ (see its README.md);"
-	@echo "rack elevations are in build/$(SITE)/diagrams/."
+	rackform lab status $(SITE)
+	@echo
+	@echo "The $(SITE) lab is up and deployed. Reach a host at its address above:"
+	@echo "  ssh -i /var/lib/rackform/labs/$(SITE)/ssh/id_ed25519 root@ADDRESS"
+	@echo "Rack elevations: build/$(SITE)/diagrams/   the emitted Ansible project: build/$(SITE)/"
+	@echo "Stop it with:  .venv/bin/rackform lab down $(SITE)"
 
 # Unit tests in parallel; then the lab suite in one process (its module-scoped labs
 # must not be split across xdist workers; the first run builds the lab's Debian base image).

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from rackform import __version__
 from rackform.checks import Finding
+from rackform.lab import LabError  # light: the lab's error type and command runner, nothing of the lab itself
 from rackform.model.site import Site
 from rackform.model.source import BadInput
-from rackform.pipeline import DesignRejected, build_dir, load_and_check
+from rackform.pipeline import STAGE_NAMES, DesignRejected, build_dir, load_and_check
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+BMC_VAULT_ENV = "RACKFORM_BMC_VAULT"
+"""The provision playbook's vault file (rackform.secrets.ENV_BMC_VAULT)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,13 +50,90 @@ def _parser() -> argparse.ArgumentParser:
     diagram = add("diagram", "Draw an SVG rack elevation per rack (U positions, blocks, power against budget).")
     diagram.add_argument("--out", type=Path, help="output folder (default: ROOT/build/SITE/diagrams)")
     diagram.set_defaults(func=cmd_diagram)
+
+    deploy = add(
+        "deploy",
+        "Check a site, render build/SITE/ and run its stages in order (validate.yml first). "
+        "Exit 0 when every host is ok, 1 when a host failed (named), 2 for bad input.",
+    )
+    deploy.add_argument("--check", action="store_true", help="Ansible check mode: report what would change, change nothing "
+                        "(verify, which checks the live state, runs only with --stage verify)")
+    deploy.add_argument(
+        "--stage", dest="stages", metavar="STAGE", nargs="+", action="extend", choices=STAGE_NAMES,
+        help=f"run only these stages, still in pipeline order ({', '.join(STAGE_NAMES)}); repeatable",
+    )
+    deploy.add_argument("--limit", metavar="HOSTS", help="Ansible host pattern: run on these hosts only")
+    deploy.add_argument(
+        "--private-key", type=Path, metavar="PATH",
+        help="SSH key Ansible connects with (default: $ANSIBLE_PRIVATE_KEY_FILE, else the lab's key when "
+        "`rackform lab up SITE` is up on this machine, else SSH's own default)",
+    )
+    deploy.add_argument("-v", "--verbose", action="store_true", help="a line for every task result, ok and skipped too")
+    deploy.set_defaults(func=cmd_deploy)
+
+    verify = add("verify", "Run the testinfra host checks (tests/infra) against the rendered project's inventory.")
+    verify.add_argument("--junit-xml", type=Path, metavar="PATH", help="also write a JUnit XML report (for CI)")
+    verify.add_argument("--limit", metavar="HOSTS", help="groups, host names or wildcards, comma separated")
+    verify.add_argument("--stage", dest="stages", metavar="STAGE", nargs="+", action="extend", choices=STAGE_NAMES,
+                        help="only the checks of these stages (default: all)")
+    verify.add_argument("-k", dest="checks", metavar="EXPR", help="pytest -k expression picking checks by name")
+    verify.add_argument("--private-key", type=Path, metavar="PATH", help="SSH key (default as for deploy)")
+    verify.set_defaults(func=cmd_verify)
+
+    _add_lab(commands)
+    _add_command_modules(commands)
     return parser
+
+
+def _add_command_modules(commands: argparse._SubParsersAction) -> None:
+    """Commands that live in their own modules: `add_arguments(parser)` and `run(args) -> int`."""
+    from rackform.commands import bmc, discover
+    from rackform.commands import fabric as fabric_check
+    from rackform.fabric import apply_cli as fabric_apply
+    from rackform import secrets_cli
+
+    def add(container, name: str, module, help_text: str) -> None:
+        sub = container.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub)
+        sub.set_defaults(func=module.run)
+
+    add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
+    add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
+    add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
+    fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."
+    fabric = commands.add_parser("fabric", help=fabric_help, description=fabric_help)
+    actions = fabric.add_subparsers(dest="fabric_command", required=True, metavar="ACTION")
+    add(actions, "check", fabric_check, fabric_check.HELP)
+    add(actions, "apply", fabric_apply, "Show each switch's configuration diff and apply it (Onyx over netmiko, "
+        "Cumulus files over SSH); --dry-run changes nothing.")
+
+
+def _add_lab(commands: argparse._SubParsersAction) -> None:
+    lab_help = "The local lab: a whole site as systemd-nspawn containers on this machine (needs root; docs/lab.md)."
+    lab = commands.add_parser("lab", help=lab_help, description=lab_help)
+    actions = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("site", metavar="SITE", help="site name (topologies/sites/SITE.yaml)")
+        return sub
+
+    up = add("up", "Bring the site up: one container per server and Cumulus switch, cabled as designed. "
+                   "Exit 1 if a node does not come up.")
+    up.add_argument("--root", type=Path, default=Path("."), help="repository root holding topologies/ and inventories/ (default: .)")
+    up.set_defaults(func=cmd_lab_up)
+    add("down", "Remove the site's lab: nodes, disks, namespaces, bridges, state.").set_defaults(func=cmd_lab_down)
+    add("status", "Show each node: powered, answering SSH, systemd's state. "
+                  "Exit 0 when every node is ready, 1 otherwise.").set_defaults(func=cmd_lab_status)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.func(args)
+    except LabError as exc:
+        print(f"rackform: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except BadInput as exc:
         return _report_bad_input(exc, as_json=getattr(args, "json", False), site=args.site)
     except DesignRejected as exc:
@@ -187,6 +268,122 @@ def cmd_diagram(args: argparse.Namespace) -> int:
         path.write_text(svg, encoding="utf-8")
         print(f"{site.name}: wrote {path}")
     return EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from rackform.render.project import render_project
+    from rackform.run.deploy import deploy, plan_steps
+    from rackform.run.progress import ProgressDisplay
+    from rackform.run.summary import summary_lines
+
+    site, warnings = load_and_check(args.site, args.root)
+    _print_warnings(warnings)
+    project_dir = build_dir(args.root, site.name)
+    rendered = render_project(site, project_dir)
+    print(f"{site.name}: rendered {project_dir} ({len(rendered.added)} added, {len(rendered.modified)} changed, "
+          f"{len(rendered.removed)} removed)")
+    steps = plan_steps(args.stages, check=args.check)
+    envvars = _connection_env(site.name, args.private_key)
+    if any(step.name == "provision" and step.not_run is None for step in steps) and not os.environ.get(BMC_VAULT_ENV):
+        vault = open_site_vault(site)
+        if vault is None:
+            return EXIT_FAILED
+        print(f"{site.name}: BMC credentials from the site vault {vault.vault_file}")
+        envvars.update(vault.runner_envvars())
+    report = deploy(
+        site.name,
+        project_dir,
+        steps,
+        limit=args.limit,
+        check=args.check,
+        progress=ProgressDisplay(sys.stdout, verbose=args.verbose),
+        envvars=envvars,
+    )
+    print()
+    print("\n".join(summary_lines(report)))
+    if report.ok:
+        return EXIT_OK
+    failed = report.failed_hosts
+    if failed:
+        print(f"rackform: {site.name}: {len(failed)} host(s) failed: {', '.join(sorted(failed))}", file=sys.stderr)
+    else:
+        print(f"rackform: {site.name}: the deployment stopped; see the failures above", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _connection_env(site_name: str, private_key: Path | None) -> dict[str, str]:
+    """How Ansible logs in: --private-key, else $ANSIBLE_PRIVATE_KEY_FILE as set, else the
+    key of this site's lab when it is up on this machine.
+
+    The key never goes into the rendered inventory (a project carries no secrets).
+    """
+    if private_key is not None:
+        return {"ANSIBLE_PRIVATE_KEY_FILE": str(private_key.resolve())}
+    if os.environ.get("ANSIBLE_PRIVATE_KEY_FILE"):
+        return {}  # ansible-runner passes the environment on
+    from rackform.lab import state
+
+    lab_state = state.load(site_name)
+    if lab_state is not None and lab_state.ssh_key.exists():
+        print(f"{site_name}: the lab is up on this machine: connecting with its key {lab_state.ssh_key}")
+        return {"ANSIBLE_PRIVATE_KEY_FILE": str(lab_state.ssh_key)}
+    return {}
+
+
+def open_site_vault(site: Site):
+    """The site's BMC vault (rackform.secrets), read by the provision stage: made on first
+    use, outside the repo, with a credential for every BMC. $RACKFORM_BMC_VAULT, when set,
+    is used instead (the caller leaves it alone). None, after saying why, when the vault
+    cannot be kept safely."""
+    from rackform.secrets import SecretsError, ensure_site_vault  # only deploys that provision need it
+
+    try:
+        return ensure_site_vault(site)
+    except SecretsError as error:
+        print(f"rackform: {error}", file=sys.stderr)
+        return None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rackform.run.verify import VerifyError, verify
+
+    site, _warnings = load_and_check(args.site, args.root)
+    try:
+        report = verify(
+            site.name, args.root, junit_xml=args.junit_xml, hosts=args.limit, stages=args.stages,
+            checks=args.checks, envvars=_connection_env(site.name, args.private_key), progress=print,
+        )
+    except VerifyError as exc:
+        print(f"rackform: {site.name}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print("\n".join(report.lines()))
+    return report.exit_code
+
+
+def cmd_lab_up(args: argparse.Namespace) -> int:
+    from rackform.lab import lab
+
+    status = lab.up(args.site, args.root, progress=print)
+    if status.up:
+        return EXIT_OK
+    print("\n".join(status.lines()), file=sys.stderr)
+    print(f"rackform: lab {args.site}: not every node came up", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def cmd_lab_down(args: argparse.Namespace) -> int:
+    from rackform.lab import lab
+
+    lab.down(args.site, progress=print)
+    return EXIT_OK
+
+
+def cmd_lab_status(args: argparse.Namespace) -> int:
+    from rackform.lab import lab
+
+    status = lab.status(args.site)
+    print("\n".join(status.lines()))
+    return EXIT_OK if status.up else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -183,6 +183,7 @@ def up(site_name: str, root: Path | str = ".", progress: Progress = print) -> La
     base_dir = base.ensure_base(progress=progress)
     lab_dir = state.LABS_DIR / site.name
     lab_state = _adopt_plan(plan(site, base_dir, lab_dir, root.resolve()))
+    _ensure_inotify_instances(len(lab_state.nodes), progress)
     changed = _build_network(lab_state)
     changed |= _start_nodes(lab_state, progress)
     status = _wait_ready(lab_state, progress if changed else lambda line: None)
@@ -195,6 +196,21 @@ def up(site_name: str, root: Path | str = ".", progress: Progress = print) -> La
     elif status.up:
         progress(f"lab {site.name} up in {time.monotonic() - started:.1f} s")
     return status
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_NODE = 16  # systemd and its services in one container hold about 11
+
+
+def _ensure_inotify_instances(node_count: int, progress: Progress) -> None:
+    """Every booted container holds inotify instances of root's shared limit (128 on
+    Debian): past about ten nodes they fail to boot with "Too many open files".
+    Raise it (never lower it) and say so, since it is a machine-wide setting."""
+    needed = 128 + INOTIFY_PER_NODE * node_count
+    current = int(INOTIFY_INSTANCES.read_text())
+    if current < needed:
+        INOTIFY_INSTANCES.write_text(f"{needed}\n")
+        progress(f"raised fs.inotify.max_user_instances from {current} to {needed} for {node_count} nodes")
 
 
 def _adopt_plan(new: LabState) -> LabState:

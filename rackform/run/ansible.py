@@ -12,7 +12,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,10 @@ class TaskFailure:
     host: str
     task: str
     message: str
+    unreachable: bool = False
+    """True when Ansible could not reach the host (SSH), rather than a task failing on it."""
+    role: str | None = None
+    """The role the task belongs to, where it has one."""
 
     def __str__(self) -> str:
         return f"{self.host}: {self.task}: {self.message}"
@@ -95,6 +99,7 @@ def run_playbook(
     inventory: str | None = None,
     event_handler: EventHandler | None = None,
     quiet: bool = True,
+    envvars: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run `playbook` (relative to `project_dir`) and report what happened.
 
@@ -115,7 +120,7 @@ def run_playbook(
         inventory=str(project_dir / inventory) if inventory else None,
         limit=limit,
         cmdline="--check" if check else None,
-        envvars=_runner_env(),
+        envvars={**_runner_env(), **(envvars or {})},
         event_handler=collector,
         quiet=quiet,
         suppress_env_files=True,  # env files are reused when present: never let one run's options leak into the next
@@ -181,7 +186,27 @@ class _FailureCollector:
         return True  # keep the event in the run's artifacts
 
 
+def failure_message(result: Mapping[str, Any]) -> str:
+    """What went wrong, from a task's result. For a loop, Ansible's own message is
+    "One or more items failed": the first failed item's message says more."""
+    message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
+    items = [item for item in result.get("results") or () if isinstance(item, dict)]
+    failed_items = [item for item in items if item.get("failed")]
+    if failed_items:
+        first = failed_items[0]
+        detail = first.get("msg") or first.get("stderr") or message
+        label = first.get("_ansible_item_label", first.get("item"))
+        which = f"item {label}; " if isinstance(label, (str, int)) else ""
+        message = f"{detail} ({which}{len(failed_items)} of {len(items)} items failed)"
+    return str(message).strip()
+
+
 def _failure(data: dict[str, Any]) -> TaskFailure:
     result = data.get("res") or {}
-    message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
-    return TaskFailure(host=data.get("host", "?"), task=data.get("task", "?"), message=str(message).strip())
+    return TaskFailure(
+        host=data.get("host", "?"),
+        task=data.get("task", "?"),
+        message=failure_message(result),
+        unreachable=bool(result.get("unreachable")),
+        role=data.get("role"),
+    )
