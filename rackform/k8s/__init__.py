@@ -1,0 +1,1 @@
+"""Kubernetes: bootstrap configuration (kubeadm) and the GPU platform on top (versions, manifests)."""

@@ -1,0 +1,178 @@
+"""The platform's Kubernetes objects as plain dicts, and its Helm releases as data.
+
+One source for both consumers: the Pulumi component (stacks/components/platform.py)
+creates these objects as pulumi-kubernetes resources, and the tests validate the
+same dicts with kubernetes-validate --strict against the site's Kubernetes version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rackform.k8s.platform import PlatformDesign, Tenant
+from rackform.k8s.versions import Matrix
+from rackform.model.site import Host, Site
+
+Manifest = dict[str, Any]
+GPU_RESOURCE = "nvidia.com/gpu"
+DASHBOARD_LABEL = "grafana_dashboard"
+NFS_PROVISIONER = "nfs.csi.k8s.io"
+"""csi-driver-nfs (kubernetes-csi); installed with the storage stack, not by this module."""
+NVMEOF_PROVISIONER = "nvmeof.csi.k8s.io"
+"""Placeholder name for an NVMe-oF CSI driver (estimate: the seed names no driver)."""
+PLATFORM_COMPONENTS = ("gpu_operator", "network_operator", "training_operator", "kube_prometheus_stack")
+"""Helm releases the platform installs; Calico belongs to the bootstrap (kubernetes stage)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HelmRelease:
+    component: str
+    chart: str
+    version: str
+    namespace: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "rackform", **(labels or {})}}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+
+
+# ------------------------------------------------------------------ tenants
+
+
+def tenant_manifests(tenant: Tenant) -> list[Manifest]:
+    """A tenant's namespace, GPU quota, admin Role + RoleBinding, default-deny policy."""
+    ns = tenant.name
+    role = f"{ns}-admin"
+    return [
+        namespace(ns, {"rackform.io/tenant": ns}),
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("gpu-quota", ns),
+         "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(tenant.gpus)}}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, ns),
+         "rules": [{"apiGroups": ["", "apps", "batch", "kubeflow.org"], "resources": ["*"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, ns),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user} for user in tenant.admins]},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("default-deny", ns),
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
+    ]
+
+
+# ------------------------------------------------------------------ storage
+
+
+def _all_flash(host: Host) -> bool:
+    node = host.block.node
+    return node is not None and all(drives.media != "hdd" for drives in node.drives)
+
+
+def storage_classes(site: Site, design: PlatformDesign) -> list[Manifest]:
+    """NFS for models from each capacity (HDD-bearing) storage host; NVMe-oF from each all-flash one.
+
+    The first NFS class is the cluster default: models and datasets are where jobs read from.
+    """
+    classes: list[Manifest] = []
+    for host in sorted(site.hosts_in_role("storage"), key=lambda h: h.name):
+        server = str(host.management_address or host.name)
+        if _all_flash(host):
+            classes.append({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": _meta(f"nvmeof-{host.name}"),
+                "provisioner": NVMEOF_PROVISIONER, "parameters": {"targetAddress": server, "transport": "rdma"},
+                "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True,
+            })
+        else:
+            classes.append({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": _meta(f"models-nfs-{host.name}"),
+                "provisioner": NFS_PROVISIONER, "parameters": {"server": server, "share": design.nfs_export},
+                "reclaimPolicy": "Retain", "volumeBindingMode": "Immediate", "mountOptions": ["nfsvers=4.1", "hard"],
+            })
+    nfs = [c for c in classes if c["provisioner"] == NFS_PROVISIONER]
+    if nfs:
+        nfs[0]["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    return classes
+
+
+# ------------------------------------------------------------------ monitoring
+
+
+DASHBOARD_PANELS = (
+    ("GPU memory used (MiB)", "DCGM_FI_DEV_FB_USED"),
+    ("GPU temperature (C)", "DCGM_FI_DEV_GPU_TEMP"),
+    ("GPU utilisation (%)", "DCGM_FI_DEV_GPU_UTIL"),
+)
+"""Grafana panels from the DCGM exporter's metrics (dcgm-exporter default counters)."""
+
+
+def gpu_dashboard(namespace_name: str) -> Manifest:
+    """A ConfigMap Grafana's dashboard sidecar (kube-prometheus-stack) picks up by label."""
+    panels = [
+        {"id": index + 1, "type": "timeseries", "title": title, "datasource": "Prometheus",
+         "gridPos": {"x": 0, "y": index * 8, "w": 24, "h": 8},
+         "targets": [{"expr": f"{metric}", "legendFormat": "{{Hostname}} GPU {{gpu}}"}]}
+        for index, (title, metric) in enumerate(DASHBOARD_PANELS)
+    ]
+    dashboard = {"title": "GPUs (DCGM)", "uid": "rackform-gpus", "schemaVersion": 39, "panels": panels}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta("gpu-dashboard", namespace_name, {DASHBOARD_LABEL: "1"}),
+            "data": {"gpus.json": json.dumps(dashboard, indent=2, sort_keys=True)}}
+
+
+# ------------------------------------------------------------------ Helm releases
+
+
+def _fabric_interfaces(site: Site) -> list[str]:
+    """Fabric port names of the GPU blocks: what the RDMA shared device plugin exposes."""
+    names: dict[str, None] = {}
+    for block in {host.block.name: host.block for host in site.hosts_in_role("gpu")}.values():
+        for port in block.node.ports if block.node else []:
+            if port.role == "fabric":
+                names.update(dict.fromkeys(port.pattern.format(n=n) for n in range(port.count)))
+    return list(names)
+
+
+def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str, Any]:
+    if component == "gpu_operator":
+        return {"driver": {"enabled": True, "rdma": {"enabled": True}}, "toolkit": {"enabled": True},
+                "devicePlugin": {"enabled": True},
+                "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}}
+    if component == "network_operator":
+        rdma_shared = design.network == "rdma_shared"
+        values: dict[str, Any] = {"deployCR": True, "sriovNetworkOperator": {"enabled": not rdma_shared},
+                                  "rdmaSharedDevicePlugin": {"deploy": rdma_shared}}
+        if rdma_shared:
+            values["rdmaSharedDevicePlugin"]["resources"] = [
+                {"name": "rdma_shared_device_a", "ifNames": _fabric_interfaces(site)}]
+        return values
+    if component == "kube_prometheus_stack":
+        return {"grafana": {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}},
+                "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False}}}
+    return {}
+
+
+def helm_releases(site: Site, design: PlatformDesign, matrix: Matrix) -> list[HelmRelease]:
+    chosen = matrix.chosen(design.versions)
+    return [
+        HelmRelease(name, matrix.components[name].chart, chosen[name], matrix.components[name].namespace,
+                    helm_values(name, site, design))
+        for name in PLATFORM_COMPONENTS
+    ]
+
+
+# ------------------------------------------------------------------ everything
+
+
+def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:
+    """Every plain object the platform creates, namespaces first (others live in them)."""
+    component_namespaces = [namespace(matrix.components[name].namespace) for name in PLATFORM_COMPONENTS]
+    tenants = [manifest for tenant in design.tenants for manifest in tenant_manifests(tenant)]
+    monitoring = matrix.components["kube_prometheus_stack"].namespace
+    return [*component_namespaces, *storage_classes(site, design), gpu_dashboard(monitoring), *tenants]

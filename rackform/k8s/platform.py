@@ -1,0 +1,99 @@
+"""The platform design of a site: topologies/platform/<site>.yaml (optional).
+
+The site schema has no tenants or platform choices, so they live in their own file:
+
+    platform:
+      network: rdma_shared | sriov     # how the Network Operator exposes the RoCE NICs
+      versions: {gpu_operator: v24.9.1} # overrides of topologies/versions.yaml defaults
+      nfs_export: /export/models
+      tenants: [{name: research, gpus: 8, admins: [alice]}]
+
+A site without the file gets the defaults and no tenants.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackform.model.site import Site
+from rackform.model.source import LineDict, LineList, Loc, SourceError, display_path, load_yaml
+
+NETWORK_MODES = ("rdma_shared", "sriov")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+KNOWN_KEYS = {"network", "versions", "nfs_export", "tenants"}
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    gpus: int
+    admins: tuple[str, ...]
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformDesign:
+    network: str = "rdma_shared"
+    versions: dict[str, str] = field(default_factory=dict)
+    version_locs: dict[str, Loc] = field(default_factory=dict)
+    nfs_export: str = "/export/models"
+    tenants: tuple[Tenant, ...] = ()
+    loc: Loc | None = None
+    """The file's `platform:` line; None when the site has no platform file."""
+
+
+def platform_path(site: Site) -> Path:
+    """topologies/platform/<site>.yaml next to the site's topologies/sites/<site>.yaml."""
+    return site.site_path.parent.parent / "platform" / f"{site.name}.yaml"
+
+
+def load_platform(site: Site) -> PlatformDesign:
+    """The site's platform design, or the defaults when it has no file; SourceError on bad input."""
+    path = platform_path(site)
+    if not path.exists():
+        return PlatformDesign()
+    shown = display_path(path, site.site_path.parent.parent.parent)
+    data = load_yaml(path, shown_as=shown)
+    block = data.get("platform") if isinstance(data, LineDict) else None
+    if not isinstance(block, LineDict):
+        raise SourceError(Loc(shown, 1), "platform", "expected a mapping under `platform:`")
+    unknown = sorted(set(block) - KNOWN_KEYS)
+    if unknown:
+        raise SourceError(block.key_loc(unknown[0]), f"platform.{unknown[0]}",
+                          f"unknown key; expected one of {', '.join(sorted(KNOWN_KEYS))}")
+    network = str(block.get("network", "rdma_shared"))
+    if network not in NETWORK_MODES:
+        raise SourceError(block.key_loc("network"), "platform.network", f"'{network}': expected one of {', '.join(NETWORK_MODES)}")
+    versions = block.get("versions") or LineDict()
+    if not isinstance(versions, LineDict):
+        raise SourceError(block.key_loc("versions"), "platform.versions", "expected a mapping component: release")
+    tenants = block.get("tenants") or LineList()
+    if not isinstance(tenants, LineList):
+        raise SourceError(block.key_loc("tenants"), "platform.tenants", "expected a list")
+    return PlatformDesign(
+        network=network,
+        versions={str(k): str(v) for k, v in versions.items()},
+        version_locs={str(k): versions.key_loc(k) for k in versions},
+        nfs_export=str(block.get("nfs_export", "/export/models")),
+        tenants=tuple(_tenant(tenants, index) for index in range(len(tenants))),
+        loc=data.key_loc("platform"),
+    )
+
+
+def _tenant(tenants: LineList, index: int) -> Tenant:
+    entry, loc = tenants[index], tenants.item_loc(index)
+    key = f"platform.tenants[{index}]"
+    if not isinstance(entry, LineDict) or "name" not in entry:
+        raise SourceError(loc, key, "expected a mapping with name, gpus, admins")
+    name = str(entry["name"])
+    if not DNS_LABEL.match(name):
+        raise SourceError(loc, f"{key}.name", f"'{name}' is not a Kubernetes namespace name (lower-case DNS label)")
+    gpus = entry.get("gpus", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise SourceError(loc, f"{key}.gpus", f"{gpus!r}: expected a whole number of GPUs, 0 or more")
+    admins = entry.get("admins") or []
+    if not isinstance(admins, list):
+        raise SourceError(loc, f"{key}.admins", "expected a list of user names")
+    return Tenant(name, gpus, tuple(str(a) for a in admins), loc)
