@@ -2,7 +2,8 @@
 
 Playbooks come from `templates/playbooks/`: one template per Ansible stage of
 `rackform.pipeline.STAGES` (named after its playbook), `validate.yml` and
-`site.yml`, which imports them all in stage order.
+`site.yml`, which imports them all in stage order, and the maintenance playbooks
+(`upgrade-cluster.yml`, `scale.yml`), run by hand.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from rackform.render.groups import SERVER_GROUPS
 
 VALIDATE_PLAYBOOK = "validate.yml"
 SITE_PLAYBOOK = "site.yml"
+# Day-2 playbooks outside the stage order, run by hand: a Kubernetes upgrade, new nodes.
+MAINTENANCE_PLAYBOOKS = ("upgrade-cluster.yml", "scale.yml")
 # Project files rendered from templates/project/<template>.
 _PROJECT_FILES = {
     "ansible.cfg": "ansible.cfg.j2",
@@ -48,6 +51,8 @@ def playbook_files(site: Site) -> dict[str, str]:
         if stage.playbook is not None:
             files[stage.playbook] = _template(f"playbooks/{stage.playbook}.j2").render(site_name=site.name, stage=stage)
     files[SITE_PLAYBOOK] = _template(f"playbooks/{SITE_PLAYBOOK}.j2").render(site_name=site.name, stages=STAGES)
+    for playbook in MAINTENANCE_PLAYBOOKS:
+        files[playbook] = _template(f"playbooks/{playbook}.j2").render(site_name=site.name)
     return files
 
 

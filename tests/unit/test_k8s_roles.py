@@ -1,0 +1,177 @@
+"""The kubernetes stage's playbooks and roles as rendered into a project: which play
+runs which role where, the upgrade and scale playbooks, the containerd configuration
+and the visible stop where kubeadm cannot be installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from rackform.model.loader import load_site
+from rackform.render import render_files, write_project
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_ROLES = ("k8s_prereqs", "containerd", "kubeadm")
+RUNC = 'plugins."io.containerd.grpc.v1.cri"'
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    return render_files(load_site("lab", ROOT))
+
+
+def plays(files, playbook: str) -> list[dict]:
+    return yaml.safe_load(files[playbook])
+
+
+def tasks(files, role: str, name: str = "main.yml") -> list[dict]:
+    return yaml.safe_load(files[f"roles/{role}/tasks/{name}"])
+
+
+def test_kubernetes_stage_prepares_every_node_then_control_plane_then_workers(files):
+    assert [(play["hosts"], [role["role"] for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
+        ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"])]
+
+
+def test_kubeadm_plays_say_which_half_of_the_role_they_run(files):
+    assert [play["roles"][0].get("kubeadm_node_role") for play in plays(files, "kubernetes.yml")[1:]] == [
+        "control_plane", "worker"]
+
+
+@pytest.mark.parametrize("playbook", ["upgrade-cluster.yml", "scale.yml"])
+def test_maintenance_playbooks_are_emitted(files, playbook):
+    assert isinstance(plays(files, playbook), list)
+
+
+def test_upgrade_takes_control_plane_nodes_one_at_a_time(files):
+    first = plays(files, "upgrade-cluster.yml")[0]
+    assert (first["hosts"], first["serial"], first["any_errors_fatal"]) == ("kube_control_plane", 1, True)
+
+
+def test_upgrade_takes_workers_in_batches_and_stops_at_a_failure(files):
+    workers = plays(files, "upgrade-cluster.yml")[1]
+    assert (workers["hosts"], "kubeadm_upgrade_worker_batch" in workers["serial"], workers["max_fail_percentage"]) == (
+        "kube_node", True, 0)
+
+
+def test_upgrade_drains_workers_before_and_uncordons_after(files):
+    names = [task["name"] for task in tasks(files, "kubeadm", "upgrade.yml")]
+    assert names.index("Cordon and drain this node") < names.index("Upgrade this node's kubeadm-managed configuration")
+    assert names[-1] == "Uncordon this node"
+
+
+def test_scale_configures_no_control_plane_node(files):
+    configuring = [play for play in plays(files, "scale.yml") if play.get("roles")]
+    assert [play["hosts"] for play in configuring] == ["k8s_cluster:!kube_control_plane", "kube_node"]
+
+
+def test_scale_only_reads_the_control_plane(files):
+    first = plays(files, "scale.yml")[0]
+    assert (first["hosts"], [next(iter(set(task) - {"name"})) for task in first["tasks"]]) == (
+        "kube_control_plane", ["ansible.builtin.debug"])
+
+
+@pytest.mark.parametrize("role", K8S_ROLES)
+def test_role_defaults_are_prefixed_with_the_role_name(files, role):
+    defaults = yaml.safe_load(files[f"roles/{role}/defaults/main.yml"])
+    assert [name for name in defaults if not name.startswith(f"{role}_")] == []
+
+
+@pytest.mark.parametrize("role", K8S_ROLES)
+def test_every_task_is_named(files, role):
+    unnamed = []
+    for path in (p for p in files if p.startswith(f"roles/{role}/tasks/")):
+        unnamed += [f"{path}: {task}" for task in yaml.safe_load(files[path]) if "name" not in task]
+    assert unnamed == []
+
+
+def test_containerd_packages_are_only_ensured_present(files):
+    apt = [task["ansible.builtin.apt"] for task in tasks(files, "containerd") if "ansible.builtin.apt" in task]
+    assert [module["state"] for module in apt] == ["present"]
+
+
+def test_containerd_restarts_only_when_its_configuration_changes(files):
+    config = next(task for task in tasks(files, "containerd") if "ansible.builtin.template" in task)
+    handlers = yaml.safe_load(files["roles/containerd/handlers/main.yml"])
+    assert (config["notify"], handlers[0]["ansible.builtin.systemd_service"]["state"]) == (
+        "Restart containerd", "restarted")
+
+
+def containerd_config(files, gpu: bool) -> dict:
+    defaults = yaml.safe_load(files["roles/containerd/defaults/main.yml"])
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["bool"] = bool
+    text = environment.from_string(files["roles/containerd/templates/config.toml.j2"].decode()).render(
+        {**defaults, "containerd_nvidia_runtime": gpu})
+    return tomllib.loads(text)
+
+
+def runtimes(config: dict) -> dict:
+    return config["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_containerd_runc_uses_systemd_cgroups(files, gpu):
+    assert runtimes(containerd_config(files, gpu))["runc"]["options"]["SystemdCgroup"] is True
+
+
+def test_gpu_nodes_get_the_nvidia_runtime(files):
+    nvidia = runtimes(containerd_config(files, True))["nvidia"]
+    assert (nvidia["runtime_type"], nvidia["options"]["BinaryName"], nvidia["options"]["SystemdCgroup"]) == (
+        "io.containerd.runc.v2", "/usr/bin/nvidia-container-runtime", True)
+
+
+def test_other_nodes_have_no_nvidia_runtime(files):
+    assert set(runtimes(containerd_config(files, False))) == {"runc"}
+
+
+def test_runc_stays_the_default_runtime_on_gpu_nodes(files):
+    assert containerd_config(files, True)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"][
+        "default_runtime_name"] == "runc"
+
+
+def test_gpu_group_decides_the_nvidia_runtime(files):
+    assert "'gpu' in group_names" in yaml.safe_load(files["roles/containerd/defaults/main.yml"])[
+        "containerd_nvidia_runtime"]
+
+
+def test_missing_kubeadm_stops_visibly_records_a_fact_and_ends_the_host(files):
+    stop = tasks(files, "kubeadm", "stop.yml")
+    modules = [next(iter(set(task) - {"name", "vars"})) for task in stop]
+    assert modules == ["ansible.builtin.file", "ansible.builtin.copy", "ansible.builtin.debug", "ansible.builtin.meta"]
+    assert (stop[2]["ansible.builtin.debug"]["msg"].startswith("STOPPED:"), stop[3]["ansible.builtin.meta"]) == (
+        True, "end_host")
+
+
+def test_the_stop_happens_only_when_kubeadm_is_missing_and_not_installable(files):
+    include = next(task for task in tasks(files, "kubeadm", "binaries.yml") if "ansible.builtin.include_tasks" in task)
+    assert include["when"] == "kubeadm_missing | length > 0 and not kubeadm_installable | bool"
+
+
+def test_kubernetes_packages_are_pinned_to_the_design_version(files):
+    install = next(task for task in tasks(files, "kubeadm", "binaries.yml")
+                   if task["name"].startswith("Install the Kubernetes packages"))
+    assert "kube_version" in install["ansible.builtin.apt"]["name"]
+
+
+def test_control_plane_members_join_one_at_a_time(files):
+    join = next(task for task in tasks(files, "kubeadm", "control_plane.yml") if task["name"].startswith("Join the other"))
+    assert join["throttle"] == 1
+
+
+@pytest.mark.slow
+def test_maintenance_playbooks_pass_syntax_check(tmp_path, files):
+    project = tmp_path / "lab"
+    write_project(files, project)
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                   "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
+    result = subprocess.run(["ansible-playbook", "--syntax-check", "upgrade-cluster.yml", "scale.yml"], cwd=project,
+                            env=environment, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
