@@ -124,6 +124,7 @@ def host_address(index: int) -> str:
 def write_site(root: Path, count: int) -> list[str]:
     """A site of `count` HCI nodes (4 per block, 20 blocks per rack), one BMC each."""
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir(parents=True)
     blocks = -(-count // 4)
     lines = [f"site: {SITE}", "description: IPMI benchmark - one BMC per HCI node", "racks:"]

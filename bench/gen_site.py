@@ -296,6 +296,7 @@ def write_site(root: Path, nodes: int) -> Path:
     blocks = root / "topologies" / "blocks"
     shutil.rmtree(blocks, ignore_errors=True)
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", blocks)
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     plan = plan_site(nodes, catalog_rack_units(blocks))
     (root / "topologies" / "sites").mkdir(parents=True, exist_ok=True)
     (root / "topologies" / "sites" / f"{SITE_NAME}.yaml").write_text(site_yaml(plan, nodes))

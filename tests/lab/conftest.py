@@ -110,6 +110,7 @@ def labtest_root(tmp_path_factory) -> Path:
     """A repo root holding the real catalog and the `labtest` site with its inventory."""
     root = tmp_path_factory.mktemp("labtest-root")
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir()
     (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
     inventory = root / "inventories" / SITE

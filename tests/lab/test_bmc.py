@@ -55,6 +55,7 @@ def site(tmp_path_factory) -> Site:
         pytest.skip(f"needs {', '.join(missing)} (apt: openipmi ipmitool freeipmi-tools)")
     root = tmp_path_factory.mktemp("bmctest-root")
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir()
     lab_yaml = (REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text()
     renamed = re.sub(r"^site: lab$", f"site: {SITE}", lab_yaml, flags=re.MULTILINE)

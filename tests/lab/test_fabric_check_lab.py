@@ -71,6 +71,7 @@ def wait_for(condition: Callable[[], object], timeout_s: float, what: str):
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("chktest-root")
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     shutil.copytree(SITE_FILES, root, dirs_exist_ok=True)
     return root
 

@@ -73,6 +73,7 @@ def fabtest_design() -> str:
 
 def write_fabtest(root: Path, design: str) -> Path:
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir(parents=True)
     (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(design)
     inventory = root / "inventories" / SITE

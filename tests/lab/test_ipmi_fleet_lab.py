@@ -63,6 +63,7 @@ def moved(text: str) -> str:
 def make_root(root: Path) -> Path:
     """A repo root holding the catalog and the lab renamed `ipmitest`, moved into 10.62.0.0/16."""
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir(parents=True)
     lab_yaml = (REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text()
     renamed = re.sub(r"^site: lab$", f"site: {SITE}", lab_yaml, flags=re.MULTILINE)

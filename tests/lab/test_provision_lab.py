@@ -83,6 +83,7 @@ def site_root(tmp_path_factory) -> Path:
         pytest.skip("the lab's BMCs need root (network namespaces)")
     root = tmp_path_factory.mktemp("provtest-root")
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir()
     (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
     inventory = root / "inventories" / SITE

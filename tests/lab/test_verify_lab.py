@@ -116,6 +116,7 @@ def _xdist_mode(config: pytest.Config) -> str:
 def write_site(root: Path) -> Path:
     """A repo root holding the real catalog and the `vtest` site with its inventory."""
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
     (root / "topologies" / "sites").mkdir()
     (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
     inventory = root / "inventories" / SITE

@@ -22,6 +22,7 @@ SITE = "chktest"
 @pytest.fixture
 def root(tmp_path) -> Path:
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", tmp_path / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", tmp_path / "topologies" / "versions.yaml")
     shutil.copytree(DATA / "site", tmp_path, dirs_exist_ok=True)
     return tmp_path
 

@@ -129,6 +129,7 @@ def test_ssh_checks_host_keys_when_given_known_hosts(tmp_path):
 
 def test_targets_are_cabled_hosts_and_fabric_switches(tmp_path):
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", tmp_path / "topologies" / "blocks")
+    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", tmp_path / "topologies" / "versions.yaml")
     shutil.copytree(DATA / "site", tmp_path, dirs_exist_ok=True)
     site = load_site("chktest", tmp_path)
     assert {(t.name, t.os, t.fabric_ports) for t in live.targets(site)} == {
