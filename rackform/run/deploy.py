@@ -96,6 +96,8 @@ class StepRun:
     """Hosts that failed in an earlier stage and were not run here."""
     stopped: tuple[str, ...] = ()
     """Hosts Ansible stopped here because others failed (any_errors_fatal, max_fail_percentage)."""
+    notices: tuple[tuple[str, str], ...] = ()
+    """(host, first line) of what roles reported as SKIPPED or STOPPED: work the stage could not do here."""
 
     @property
     def ok(self) -> bool:
@@ -225,8 +227,12 @@ def _run_step(step: Step, project_dir: Path, runner: Runner, progress: Progress 
     left_out = tuple(sorted(failed))
     plays = PlayTracker(fatal_plays(Path(project_dir) / step.playbook))
 
+    notices: list[tuple[str, str]] = []
+
     def on_event(event: dict[str, Any]) -> None:
         plays.see(event)
+        if (found := notice(event)) is not None:
+            notices.append(found)
         if progress is not None:
             progress.event(step, event)
 
@@ -235,10 +241,27 @@ def _run_step(step: Step, project_dir: Path, runner: Runner, progress: Progress 
     result = runner(project_dir, step.playbook, limit=combined_limit(limit, left_out), check=check,
                     event_handler=on_event, quiet=True, envvars=envvars)
     failed_here = {failure.host for failure in result.failures}
-    run = StepRun(step, result, left_out=left_out, stopped=tuple(sorted(plays.stopped_hosts() - failed_here)))
+    run = StepRun(step, result, left_out=left_out, stopped=tuple(sorted(plays.stopped_hosts() - failed_here)),
+                  notices=tuple(sorted(set(notices))))
     if progress is not None:
         progress.step_finished(run)
     return run
+
+
+NOTICE_WORDS = re.compile(r"\b(SKIPPED|STOPPED)\b")
+
+
+def notice(event: dict[str, Any]) -> tuple[str, str] | None:
+    """A role's report of work it could not do on this host (the lab has no NICs with
+    RDMA, no GPUs, no Kubernetes packages): shown in the summary, never hidden."""
+    if event.get("event") != "runner_on_ok":
+        return None
+    data = event.get("event_data") or {}
+    message = (data.get("res") or {}).get("msg")
+    first = message[0] if isinstance(message, list) and message else message
+    if isinstance(first, str) and NOTICE_WORDS.search(first):
+        return str(data.get("host", "")), " ".join(first.split())
+    return None
 
 
 def combined_limit(limit: str | None, left_out: Collection[str]) -> str | None:

@@ -25,6 +25,9 @@ def summary_lines(report: DeployReport, *, max_host_rows: int = MAX_HOST_ROWS) -
     lines = [title, ""]
     lines += stage_table(report)
     lines += ["", *changes_section(report, max_host_rows)]
+    notices = notices_section(report, max_host_rows)
+    if notices:
+        lines += ["", *notices]
     failures = failures_section(report)
     if failures:
         lines += ["", *failures]
@@ -82,6 +85,16 @@ def changes_section(report: DeployReport, max_host_rows: int = MAX_HOST_ROWS) ->
     if unchanged:
         lines.append(f"{unchanged} host(s) unchanged")
     return lines
+
+
+def notices_section(report: DeployReport, max_host_rows: int = MAX_HOST_ROWS) -> list[str]:
+    """What roles could not do on these machines (skipped hardware steps, a stopped bootstrap)."""
+    rows = [[host, run.step.name, message] for run in report.runs for host, message in run.notices]
+    if not rows:
+        return []
+    shown = rows[:max_host_rows]
+    more = [f"... and {len(rows) - len(shown)} more"] if len(rows) > len(shown) else []
+    return ["not done here (reported by the roles)", *table([["host", "stage", "what"], *shown]), *more]
 
 
 def failures_section(report: DeployReport) -> list[str]:
