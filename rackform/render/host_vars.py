@@ -63,6 +63,23 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
+def gpu_vars(host: Host) -> dict:
+    """What the host's block promises its GPUs to be: the gpu_node role checks them.
+
+    The model is the catalog model's first token (`H100-SXM5-80GB` -> `H100`), the
+    part nvidia-smi's name carries. A host whose block has no GPUs gets none.
+    """
+    node = host.block.node
+    if node is None or node.gpus is None:
+        return {}
+    gpus = node.gpus
+    return {
+        "gpu_node_expected_count": gpus.count,
+        "gpu_node_expected_model": gpus.model.split("-", 1)[0],
+        "gpu_node_nvswitches": gpus.nvswitches,
+    }
+
+
 def host_vars(host: Host, peers: PeerIndex) -> dict:
     fabric_ports: dict[str, dict] = {}
     for port in host.ports.values():
@@ -90,6 +107,7 @@ def host_vars(host: Host, peers: PeerIndex) -> dict:
         **_place(host.device),
         "host_role": host.role,
         "fabric_ports": fabric_ports,
+        **gpu_vars(host),
         **_overrides(host.device, _HOST_OVERRIDES),
     }
 

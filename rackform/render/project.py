@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rackform.k8s.cni import cni_group_vars
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
 from rackform.render import yamltext
@@ -63,6 +64,11 @@ def inventory_files(site: Site, inventory: Inventory) -> dict[str, str]:
             files[f"inventory/group_vars/{group}/{concern}.yml"] = yamltext.dump(
                 values, f"# {group}: {title}\n{provenance}"
             )
+    cni = cni_group_vars(site)
+    if cni:
+        files["inventory/group_vars/k8s_cluster/cni.yml"] = yamltext.dump(
+            cni, f"# k8s_cluster: CNI manifests the kubeadm role applies after init (design: kubernetes.cni)\n{provenance}"
+        )
     for name, values in (*inventory.server_vars.items(), *inventory.switch_vars.items()):
         files[f"inventory/host_vars/{name}.yml"] = yamltext.dump(values, f"# {name}\n{provenance}")
     return files

@@ -82,6 +82,10 @@ class GpuPlatform(pulumi.ComponentResource):
         self.register_outputs({"releases": {c: r.version for c, r in self.releases.items()},
                                "objects": len(self.namespaces) + len(self.objects)})
 
+    def resource_count(self) -> int:
+        """This component, its provider and everything it creates."""
+        return 2 + len(self.namespaces) + len(self.objects) + len(self.releases)
+
     def _opts(self, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[*self._after, *depends_on])
 

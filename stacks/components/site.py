@@ -3,7 +3,9 @@
     SiteCluster lab
     ├── HciBlock lab-hci-1, StorageBlock lab-stor-1, DgxNode lab-gpu-1 ...
     ├── SwitchGroup lab-compute-leaf-r1, lab-compute-spine, lab-oob-r1
-    └── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes -> lab-verify
+    ├── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes
+    ├── GpuPlatform lab-platform   (kubeconfig: the secret output of lab-kubernetes)
+    └── Playbook lab-verify        (after the platform)
 
 One component per block and per switch group keeps a site's resource count in the
 hundreds (Pulumi previews slow down past about a thousand resources).
@@ -17,12 +19,28 @@ from dataclasses import dataclass
 import pulumi
 
 from components.blocks import BlockArgs, BuildingBlock, block_args, component_for
+from components.platform import GpuPlatform, GpuPlatformArgs
 from components.stages import stage_chain
 from components.switches import SwitchGroup, switch_groups
+from providers.playbook import Playbook
+
+from rackform.k8s.platform import load_platform
+from rackform.k8s.versions import load_matrix
 from rackform.model.site import Site
 
 RESOURCE_WARNING_COUNT = 1000
 """Above this many resources a stack's preview takes minutes: say so."""
+NO_CLUSTER_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://kubeconfig-not-fetched.invalid:6443"}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+users: [{name: none, user: {}}]
+"""
+"""What the platform's provider gets while the bootstrap has fetched no kubeconfig: a
+cluster that cannot resolve, so the platform fails visibly instead of the provider
+falling back to the ambient ~/.kube/config of whoever runs `pulumi up`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +70,10 @@ class SiteCluster(pulumi.ComponentResource):
         self.blocks = self._create_blocks(name, site, placed)
         self.switch_groups = self._create_switch_groups(name, site)
         hardware = [*self.blocks.values(), *self.switch_groups.values()]
-        self.playbooks = stage_chain(name, site.name, args.root, args.stage_digests, hardware, self)
+        platform = self._platform_maker(name, site, args.root) if site.kubernetes is not None else None
+        self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests, hardware, self, platform)
+        self.playbooks = {stage: r for stage, r in self.stage_resources.items() if isinstance(r, Playbook)}
+        self.platform: GpuPlatform | None = self.stage_resources.get("platform")
         self._warn_if_large(name)
         outputs = {
             "site": site.name,
@@ -60,7 +81,7 @@ class SiteCluster(pulumi.ComponentResource):
             "hosts": len(site.hosts),
             "power_w": sum(device.power_w(site.power_basis) for device in site.devices()),
             "gpu_count": sum(block.gpu_count for block in placed.values()),
-            "stages": list(self.playbooks),
+            "stages": list(self.stage_resources),
         }
         for key, value in outputs.items():
             setattr(self, key, pulumi.Output.from_input(value))
@@ -76,6 +97,20 @@ class SiteCluster(pulumi.ComponentResource):
             if device.name in placed
         }
 
+    def _platform_maker(self, name: str, site: Site, root: str):
+        """The platform stage: a GpuPlatform on the cluster the kubernetes-stage Playbook bootstraps."""
+        design, matrix = load_platform(site), load_matrix(root)
+
+        def make(bootstrap: Playbook) -> GpuPlatform:
+            kubeconfig = bootstrap.kubeconfig.apply(lambda fetched: fetched or NO_CLUSTER_KUBECONFIG)
+            return GpuPlatform(
+                f"{name}-platform",
+                GpuPlatformArgs(site=site, design=design, matrix=matrix, kubeconfig=kubeconfig, after=[bootstrap]),
+                pulumi.ResourceOptions(parent=self, depends_on=[bootstrap]),
+            )
+
+        return make
+
     def _create_switch_groups(self, name: str, site: Site) -> dict[str, SwitchGroup]:
         return {
             group: SwitchGroup(f"{name}-{group}", args, pulumi.ResourceOptions(parent=self))
@@ -83,7 +118,8 @@ class SiteCluster(pulumi.ComponentResource):
         }
 
     def resource_count(self) -> int:
-        return 1 + len(self.blocks) + len(self.switch_groups) + len(self.playbooks)
+        platform = 0 if self.platform is None else self.platform.resource_count()
+        return 1 + len(self.blocks) + len(self.switch_groups) + len(self.playbooks) + platform
 
     def _warn_if_large(self, name: str) -> None:
         count = self.resource_count()

@@ -1,12 +1,14 @@
-"""The stage chain: one `Playbook` per Ansible stage, in `rackform.pipeline.STAGES` order.
+"""The stage chain: one resource per stage, in `rackform.pipeline.STAGES` order.
 
+Ansible stages are `Playbook`s; the `platform` stage (no playbook) is whatever
+`platform` makes from the kubernetes-stage Playbook (the GpuPlatform component).
 Each stage depends on the one before, the first on the site's hardware components,
 so `pulumi up` runs them in the pipeline's order and a failed stage stops the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pulumi
 from providers.playbook import Playbook, PlaybookArgs
@@ -33,16 +35,20 @@ def stage_chain(
     digests: Mapping[str, str],
     after: Sequence[pulumi.Resource],
     parent: pulumi.Resource,
-) -> dict[str, Playbook]:
-    """Create the stage resources, each depending on the previous one."""
-    stages: dict[str, Playbook] = {}
+    platform: Callable[[Playbook], pulumi.Resource] | None = None,
+) -> dict[str, pulumi.Resource]:
+    """Create the stage resources, each depending on the previous one.
+
+    `platform` gets the Playbook before it (the bootstrap, holding the kubeconfig);
+    without it (a site without Kubernetes) the platform stage is left out.
+    """
+    stages: dict[str, pulumi.Resource] = {}
     previous: list[pulumi.Resource] = list(after)
     for stage in STAGES:
         if stage.playbook is None:
-            # TODO(Kubernetes issue: GPU platform): the `platform` stage becomes a
-            # pulumi-kubernetes component (GPU operator, network operator, storage)
-            # parented to the site, between `kubernetes` and `verify`; `verify`
-            # will then depend on it instead of on `kubernetes`.
+            if platform is not None and isinstance(previous[-1], Playbook):
+                stages[stage.name] = platform(previous[-1])
+                previous = [stages[stage.name]]
             continue
         args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name])
         opts = pulumi.ResourceOptions(parent=parent, depends_on=previous)

@@ -20,6 +20,7 @@ import time, and the heavy imports (rackform, ansible-runner) inside methods.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -38,7 +39,12 @@ if TYPE_CHECKING:
     from rackform.run.ansible import RunResult
 
 INPUT_KEYS = ("site", "stage", "root", "digest")
-OUTPUT_KEYS = ("changed", "ok_hosts", "duration_s")
+OUTPUT_KEYS = ("changed", "ok_hosts", "duration_s", "kubeconfig")
+SECRET_OUTPUTS = ["kubeconfig"]
+"""Stored encrypted in the state and shown as [secret]: the cluster's admin credentials."""
+KUBECONFIG_STAGE = "kubernetes"
+KUBECONFIG_ARTIFACT = "artifacts/kubeconfig"
+"""Where the kubeadm role fetches the admin kubeconfig to, under build/<site>/."""
 MAX_FAILURES_SHOWN = 20
 """A failed stage's message names at most this many hosts and tasks (the rest are counted)."""
 
@@ -105,10 +111,13 @@ class Playbook(Resource, module="rackform", name="Playbook"):
     ok_hosts: pulumi.Output[int]
     """Hosts that finished the last run without a failure."""
     duration_s: pulumi.Output[float]
+    kubeconfig: pulumi.Output[str]
+    """The cluster's admin kubeconfig (secret) where the kubernetes stage fetched one, else ''."""
 
     def __init__(self, name: str, args: PlaybookArgs, opts: pulumi.ResourceOptions | None = None):
         props = {key: getattr(args, key) for key in INPUT_KEYS} | dict.fromkeys(OUTPUT_KEYS)
-        super().__init__(PlaybookProvider(), name, props, opts)
+        secret = pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS)
+        super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret))
 
 
 def _check_inputs(news: dict[str, Any]) -> list[CheckFailure]:
@@ -127,8 +136,6 @@ def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
 
     Raises StageFailed naming the failed hosts and tasks when the run is not ok.
     """
-    from pathlib import Path
-
     from rackform.pipeline import STAGES, build_dir, load_and_check
     from rackform.render.digest import stage_digest
     from rackform.render.project import render_files
@@ -150,7 +157,14 @@ def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
         "changed": result.changed,
         "ok_hosts": sum(stats.failed == 0 and stats.unreachable == 0 for stats in result.hosts.values()),
         "duration_s": result.duration_s,
+        "kubeconfig": fetched_kubeconfig(project_dir, stage.name),
     }
+
+
+def fetched_kubeconfig(project_dir: Path, stage: str) -> str:
+    """The admin kubeconfig the kubernetes stage fetched; '' where the bootstrap stopped before init."""
+    path = project_dir / KUBECONFIG_ARTIFACT
+    return path.read_text() if stage == KUBECONFIG_STAGE and path.is_file() else ""
 
 
 def failure_message(site: str, stage: str, result: RunResult) -> str:

@@ -35,14 +35,29 @@ def tasks(files, role: str, name: str = "main.yml") -> list[dict]:
     return yaml.safe_load(files[f"roles/{role}/tasks/{name}"])
 
 
-def test_kubernetes_stage_prepares_every_node_then_control_plane_then_workers(files):
+def test_kubernetes_stage_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
     assert [(play["hosts"], [role["role"] for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
-        ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"])]
+        ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
+        ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"])]
 
 
 def test_kubeadm_plays_say_which_half_of_the_role_they_run(files):
-    assert [play["roles"][0].get("kubeadm_node_role") for play in plays(files, "kubernetes.yml")[1:]] == [
+    assert [play["roles"][0].get("kubeadm_node_role") for play in plays(files, "kubernetes.yml")[2:]] == [
         "control_plane", "worker"]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("gpu_node_expected_count", 8), ("gpu_node_expected_model", "H100"), ("gpu_node_nvswitches", 4)])
+def test_gpu_host_vars_come_from_its_block(files, key, value):
+    assert yaml.safe_load(files["inventory/host_vars/gpu-1.yml"])[key] == value
+
+
+def test_a_host_without_gpus_gets_no_gpu_vars(files):
+    assert not any(key.startswith("gpu_node_") for key in yaml.safe_load(files["inventory/host_vars/mgmt-1.yml"]))
+
+
+def test_gpu_checks_are_not_required_by_default_so_the_lab_skips_them_visibly(files):
+    assert yaml.safe_load(files["roles/gpu_node/defaults/main.yml"])["gpu_node_require_gpus"] is False
 
 
 @pytest.mark.parametrize("playbook", ["upgrade-cluster.yml", "scale.yml"])

@@ -286,3 +286,26 @@ def test_failure_message_stays_short_for_many_hosts():
 
 def test_playbook_resource_type_names_the_module():
     assert Playbook._resource_type_name == "dynamic/rackform:Playbook"
+
+
+# ---------------------------------------------------------------- the kubeconfig output
+
+
+def test_kubernetes_stage_returns_the_fetched_kubeconfig(site_root: Path, runs):
+    artifact = site_root / "build" / "lab" / "artifacts" / "kubeconfig"
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    artifact.write_text("apiVersion: v1\nkind: Config\n")
+    assert PlaybookProvider().create(stage_props(site_root, "kubernetes")).outs["kubeconfig"] == (
+        "apiVersion: v1\nkind: Config\n")
+
+
+def test_kubernetes_stage_without_a_fetched_kubeconfig_returns_empty(site_root: Path, runs):
+    (site_root / "build" / "lab" / "artifacts" / "kubeconfig").unlink(missing_ok=True)
+    assert PlaybookProvider().create(stage_props(site_root, "kubernetes")).outs["kubeconfig"] == ""
+
+
+def test_other_stages_never_return_the_kubeconfig(site_root: Path, runs):
+    artifact = site_root / "build" / "lab" / "artifacts" / "kubeconfig"
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    artifact.write_text("apiVersion: v1\nkind: Config\n")
+    assert PlaybookProvider().create(stage_props(site_root, "os")).outs["kubeconfig"] == ""

@@ -25,14 +25,15 @@ if str(STACKS) not in sys.path:
     sys.path.insert(0, str(STACKS))
 
 from components.blocks import BLOCK_COMPONENTS, component_for  # noqa: E402
-from components.site import SiteCluster, SiteClusterArgs  # noqa: E402
+from components.site import NO_CLUSTER_KUBECONFIG, SiteCluster, SiteClusterArgs  # noqa: E402
 from components.stages import ANSIBLE_STAGES  # noqa: E402
 
 from rackform.checks.findings import Finding  # noqa: E402
 from rackform.model.source import Loc  # noqa: E402
-from rackform.pipeline import DesignRejected, load_and_check  # noqa: E402
+from rackform.pipeline import STAGES, DesignRejected, load_and_check  # noqa: E402
 
 PLAYBOOK_TYPE = "pulumi-python:dynamic/rackform:Playbook"
+PLATFORM_TYPE = "rackform:index:GpuPlatform"
 SITES_WITH_STACKS = [
     pytest.param(
         site,
@@ -60,9 +61,12 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.registered: list[Registration] = []
+        self.secret_outputs: dict[str, list[str]] = {}
+        """Resource name -> the outputs it asked the engine to keep secret."""
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
+        self.secret_outputs[request.name] = list(request.additionalSecretOutputs)
         self.registered.append(
             Registration(
                 type=request.type,
@@ -112,6 +116,9 @@ class Built:
     cluster: SiteCluster | None = None
     outputs: dict = field(default_factory=dict)
     """Resolved outputs of the block and switch-group components, by device / group name."""
+    kubeconfig_value: str | None = None
+    kubeconfig_secret: bool | None = None
+    """The kubeconfig the platform's provider got, and whether it is a secret Output."""
 
 
 def build_site(site_name: str) -> Built:
@@ -127,7 +134,13 @@ def build_site(site_name: str) -> Built:
             name: {key: getattr(component, key) for key in watched if hasattr(component, key)}
             for name, component in components.items()
         }
-        return pulumi.Output.from_input(resolved).apply(built.outputs.update)
+        done = [pulumi.Output.from_input(resolved).apply(built.outputs.update)]
+        platform = built.cluster.platform
+        if platform is not None:
+            done.append(platform.kubeconfig.apply(lambda value: setattr(built, "kubeconfig_value", value)))
+            done.append(pulumi.Output.from_input(platform.kubeconfig.is_secret()).apply(
+                lambda secret: setattr(built, "kubeconfig_secret", secret)))
+        return pulumi.Output.all(*done)
 
     program()
     return built
@@ -164,8 +177,10 @@ def test_every_placed_block_has_the_component_of_its_category(built: Built):
 
 
 def test_every_child_is_parented_to_the_site(built: Built):
+    """Blocks, switch groups and stages; the platform's own objects sit under the platform."""
     children = [
-        r for r in built.monitor.registered if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster")
+        r for r in built.monitor.registered
+        if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster") and r.parent != f"{built.site}-platform"
     ]
     assert {r.parent for r in children} == {built.site}
 
@@ -181,11 +196,23 @@ def test_stages_run_in_pipeline_order(built: Built):
     assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in ANSIBLE_STAGES]
 
 
+def waited_for(built: Built, resource: Registration) -> set[str]:
+    """What depending on a resource means to the engine: a component stands for its children."""
+    if resource.type != PLATFORM_TYPE:
+        return {resource.name}
+    return {r.name for r in built.monitor.registered if r.parent == resource.name}
+
+
 def test_each_stage_depends_on_the_previous_one(built: Built):
-    playbooks = built.monitor.by_type(PLAYBOOK_TYPE)
-    chain = [(r.name, r.dependencies) for r in playbooks]
-    expected = [(p.name, [previous.name]) for previous, p in zip(playbooks, playbooks[1:])]
+    stages = [r for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
+    chain = [(r.name, set(r.dependencies)) for r in stages]
+    expected = [(s.name, waited_for(built, previous)) for previous, s in zip(stages, stages[1:])]
     assert chain[1:] == expected
+
+
+def test_the_platform_stage_sits_between_kubernetes_and_verify(built: Built):
+    stages = [r.name for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
+    assert stages[-3:] == [f"{built.site}-kubernetes", f"{built.site}-platform", f"{built.site}-verify"]
 
 
 def test_stage_inputs_carry_site_root_and_digest(built: Built):
@@ -207,6 +234,7 @@ def test_lab_component_tree(lab: Built):
     assert tree == [
         ("DgxNode", "lab-gpu-1"),
         ("DgxNode", "lab-gpu-2"),
+        ("GpuPlatform", "lab-platform"),
         ("HciBlock", "lab-hci-1"),
         ("Playbook", "lab-fabric"),
         ("Playbook", "lab-kubernetes"),
@@ -220,8 +248,34 @@ def test_lab_component_tree(lab: Built):
     ]
 
 
-def test_lab_has_no_platform_playbook_yet(lab: Built):
-    assert "lab-platform" not in {r.name for r in lab.monitor.registered}
+def test_lab_platform_is_a_component_not_a_playbook(lab: Built):
+    assert lab.monitor.named("lab-platform").type == PLATFORM_TYPE
+
+
+def test_stack_lists_every_stage_including_the_platform(lab: Built):
+    assert list(lab.cluster.stage_resources) == [stage.name for stage in STAGES]
+
+
+def test_kubernetes_stage_marks_its_kubeconfig_secret(lab: Built):
+    assert "kubeconfig" in lab.monitor.secret_outputs["lab-kubernetes"]
+
+
+def test_the_platform_depends_on_the_bootstrap(lab: Built):
+    assert lab.monitor.named("lab-platform").dependencies == ["lab-kubernetes"]
+
+
+def test_the_platform_provider_gets_the_kubeconfig_as_a_secret(lab: Built):
+    assert lab.kubeconfig_secret is True
+
+
+def test_without_a_fetched_kubeconfig_the_provider_points_at_no_cluster(lab: Built):
+    """Never the ambient ~/.kube/config of whoever runs `pulumi up`."""
+    assert lab.kubeconfig_value == NO_CLUSTER_KUBECONFIG
+
+
+def test_verify_waits_for_everything_the_platform_creates(lab: Built):
+    platform_children = {r.name for r in lab.monitor.registered if r.parent == "lab-platform"}
+    assert platform_children and set(lab.monitor.named("lab-verify").dependencies) == platform_children
 
 
 def test_hci_block_exposes_its_hosts_and_place(lab: Built):

@@ -11,7 +11,7 @@ from rackform.k8s.versions import conflicts, kubernetes_minor, load_matrix
 from rackform.model.source import SourceError
 
 REPO = Path(__file__).resolve().parents[2]
-PINNED = ("gpu_operator", "network_operator", "training_operator", "calico", "kube_prometheus_stack")
+PINNED = ("gpu_operator", "network_operator", "training_operator", "calico", "multus", "kube_prometheus_stack")
 
 
 @pytest.fixture(scope="module")
