@@ -23,6 +23,7 @@ from rackform.pipeline import build_dir
 from rackform.render.project import render_project
 from rackform.run.ansible import run_playbook
 from rackform.run.verify import VerifyReport, verify
+from rackform.secrets import ensure_site_vault
 
 pytestmark = pytest.mark.lab
 
@@ -141,9 +142,12 @@ def deployed(tmp_path_factory, pytestconfig) -> Path:
         status = lab.up(SITE, root, progress=lambda line: None)
         assert status.up, "\n".join(status.lines())
         project = build_dir(root, SITE)
-        render_project(load_site(SITE, root), project)
+        site = load_site(SITE, root)
+        render_project(site, project)
+        # provision hardens the lab's BMCs with passwords from a vault of this test's own
+        vault = ensure_site_vault(site, tmp_path_factory.mktemp("vtest-secrets"))
         for stage in DEPLOYED_STAGES:
-            result = run_playbook(project, f"{stage}.yml")
+            result = run_playbook(project, f"{stage}.yml", envvars=vault.runner_envvars())
             assert result.ok, result.summary()
         yield root
     finally:
