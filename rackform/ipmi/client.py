@@ -80,6 +80,15 @@ class Reading:
 
 
 @dataclass(frozen=True, slots=True)
+class Inventory:
+    """What a BMC's FRU says the machine is; None where it does not say."""
+
+    serial: str | None = None
+    product: str | None = None
+    manufacturer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceId:
     manufacturer_id: int
     product_id: int
@@ -220,13 +229,20 @@ class BmcClient:
             offset += response.data[0] * unit
         return bytes(image[:size])
 
+    def inventory(self) -> Inventory:
+        """Serial, product and manufacturer from FRU 0 (product area, else chassis, else board)."""
+        info = self.fru() or {}
+
+        def first(*keys: str) -> str | None:
+            return next((info[key] for key in keys if info.get(key)), None)
+
+        return Inventory(serial=first("Serial Number", "Chassis serial number", "Board serial number"),
+                         product=first("Product name", "Board product name"),
+                         manufacturer=first("Manufacturer", "Board manufacturer"))
+
     def serial(self) -> str | None:
         """The product serial from FRU 0 (else chassis, else board), None when not offered."""
-        info = self.fru() or {}
-        for key in ("Serial Number", "Chassis serial number", "Board serial number"):
-            if info.get(key):
-                return info[key]
-        return None
+        return self.inventory().serial
 
     def lan_mac(self, channel: int | None = None) -> str | None:
         """The BMC's own MAC (LAN configuration parameter 5); None when it reports none."""

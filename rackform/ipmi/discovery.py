@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackform.ipmi import wire
+from rackform.ipmi import prelogin, wire
 from rackform.ipmi.client import BmcClient
 from rackform.ipmi.errors import IpmiError, ipmi15_only
 from rackform.ipmi.fleet import BmcTarget, Fleet, NodeResult
@@ -77,7 +77,7 @@ def parse_range(text: str, within: ipaddress.IPv4Network | None = None) -> list[
 @dataclass(frozen=True, slots=True)
 class SweepAnswer:
     address: str
-    capabilities: wire.ChannelAuthCapabilities | None
+    capabilities: prelogin.AuthCapabilities | None
     """None when the answer was an IPMI error (the BMC is there but refused the question)."""
 
 
@@ -86,9 +86,7 @@ def sweep(addresses: Iterable[ipaddress.IPv4Address | str], *, port: int = IPMI_
     """Who answers IPMI at these addresses: one socket, every address asked at once, silent ones again."""
     pending = {str(address) for address in addresses}
     answers: dict[str, SweepAnswer] = {}
-    message = wire.ipmi_request(*wire.GET_CHANNEL_AUTH_CAPABILITIES, 0,
-                                bytes((wire.THIS_CHANNEL_WITH_V20_DATA, wire.PRIVILEGE_ADMIN)))
-    datagram = wire.sessionless_packet(message)
+    datagram = prelogin.auth_capabilities_request(wire.PRIVILEGE_ADMIN)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.setblocking(False)
         for _ in range(1 + timeouts.resends):
@@ -120,18 +118,15 @@ def _drain(sock: socket.socket, pending: set[str], answers: dict[str, SweepAnswe
             continue  # an ICMP error for one address: it is simply not a BMC
         if address not in pending:
             continue
-        try:
-            packet = wire.parse_packet(reply)
-            response = wire.parse_ipmi_response(packet.payload)
-        except wire.WireError:
+        answer = prelogin.response_data(reply, prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES)
+        if answer is None:
             continue
-        if response.command != wire.GET_CHANNEL_AUTH_CAPABILITIES[1]:
-            continue
+        code, data = answer
         capabilities = None
-        if response.completion_code == 0:
+        if code == 0:
             try:
-                capabilities = wire.parse_channel_auth_capabilities(response.data)
-            except wire.WireError:
+                capabilities = prelogin.parse_auth_capabilities(data)
+            except ValueError:
                 pass
         answers[address] = SweepAnswer(address, capabilities)
         pending.discard(address)
@@ -156,11 +151,8 @@ GET_DEVICE_GUID = (0x06, 0x08)
 
 def read_facts(client: BmcClient) -> BmcFacts:
     device = client.device_id()
-    fru = client.fru() or {}
-    serial = next((fru[key] for key in ("Serial Number", "Chassis serial number", "Board serial number")
-                   if fru.get(key)), None)
-    product = fru.get("Product name") or fru.get("Board product name")
-    return BmcFacts(address=client.address, serial=serial, product=product,
+    inventory = client.inventory()
+    return BmcFacts(address=client.address, serial=inventory.serial, product=inventory.product,
                     manufacturer_id=device.manufacturer_id, product_id=device.product_id, firmware=device.firmware,
                     bmc_mac=client.lan_mac() or neighbour_mac(client.address), guid=_device_guid(client))
 

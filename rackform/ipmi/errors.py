@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from rackform.ipmi import prelogin
+
 
 class Reason(str, Enum):
     """What went wrong, as shown in a per-node result (`str(reason)` is the short word)."""
@@ -65,5 +67,4 @@ class IpmiError(Exception):
 
 def ipmi15_only(address: str) -> IpmiError:
     """The refusal of a BMC that offers no IPMI 2.0 (said before any credential is sent)."""
-    return IpmiError(Reason.SUITE_REFUSED, f"{address} offers only IPMI 1.5; rackform logs in over IPMI 2.0 "
-                                           f"(lanplus, cipher suite 17 or 3) only")
+    return IpmiError(Reason.SUITE_REFUSED, f"{address}: {prelogin.IPMI15_ONLY_REFUSAL}")

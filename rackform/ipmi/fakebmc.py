@@ -17,7 +17,7 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from rackform.ipmi import wire
+from rackform.ipmi import prelogin, wire
 
 SUITES_BY_ALGORITHMS = {(0, 0, 0): 0, (1, 0, 0): 1, (1, 1, 0): 2, (1, 1, 1): 3, (3, 4, 1): 17, (3, 0, 0): 15}
 INVALID_COMMAND = 0xC1
@@ -164,7 +164,7 @@ class FakeBmc:
     def _sessionless(self, packet: wire.Packet) -> bytes | None:
         request = packet.payload
         netfn, command = request[1] >> 2, request[5]
-        if (netfn, command) != wire.GET_CHANNEL_AUTH_CAPABILITIES:
+        if (netfn, command) != (prelogin.NETFN_APP, prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES):
             return None
         if self.config.ipmi20:
             data = bytes((1, 0x80 | 0x04, 0x04, 0x03, 0, 0, 0, 0))
@@ -300,21 +300,3 @@ def _response(request: bytes, code: int, data: bytes) -> bytes:
     head = bytes((request[3], ((request[1] >> 2) + 1) << 2 | (request[4] & 0x03)))
     body = bytes((request[0], request[4] & 0xFC, request[5], code)) + data
     return head + bytes((wire.checksum(head),)) + body + bytes((wire.checksum(body),))
-
-
-def fru_area(manufacturer: str, product: str, serial: str) -> bytes:
-    """A minimal FRU image: common header and a product info area (Platform Management FRU spec 1.3)."""
-
-    def field(text: str) -> bytes:
-        encoded = text.encode("ascii")
-        return bytes((0xC0 | len(encoded),)) + encoded
-
-    body = bytes((0x01, 0x00, 0x19)) + b"".join(field(t) for t in (manufacturer, product, "", "", serial, "", ""))
-    body += b"\xc1"  # end of fields
-    body += bytes(-(len(body) + 1) % 8)
-    product_area = bytearray(body)
-    product_area[1] = (len(body) + 1) // 8
-    product_area += bytes((wire.checksum(bytes(product_area)),))
-    header = bytearray((0x01, 0, 0, 0, 1, 0, 0))
-    header += bytes((wire.checksum(bytes(header)),))
-    return bytes(header) + bytes(product_area)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from rackform.ipmi import wire
+from rackform.ipmi import prelogin, wire
 from rackform.ipmi.credentials import Credentials
 from rackform.ipmi.errors import IpmiError, Reason, ipmi15_only
 
@@ -75,7 +75,7 @@ class LanSession:
         self.privilege = privilege
         self.timeouts = timeouts
         self.suite: wire.CipherSuite | None = None
-        self.capabilities: wire.ChannelAuthCapabilities | None = None
+        self.capabilities: prelogin.AuthCapabilities | None = None
         self._socket: socket.socket | None = None
         self._keys: wire.SessionKeys | None = None
         self._console_session_id = 0
@@ -151,32 +151,23 @@ class LanSession:
 
     # --- sessionless ---------------------------------------------------------------------------
 
-    def probe(self) -> wire.ChannelAuthCapabilities:
+    def probe(self) -> prelogin.AuthCapabilities:
         """Get Channel Authentication Capabilities: is a BMC there, and does it speak IPMI 2.0?"""
         if self._socket is None:
             self._connect()
-        netfn, command = wire.GET_CHANNEL_AUTH_CAPABILITIES
-        message = wire.ipmi_request(netfn, command, 0, bytes((wire.THIS_CHANNEL_WITH_V20_DATA, self.privilege)))
-        datagram = wire.sessionless_packet(message)
-        response = self._exchange(lambda: datagram, self._sessionless_reply(command), "probe")
-        if response.completion_code == 0xCC:  # some IPMI 1.5 BMCs refuse the IPMI 2.0 bit
+        command = prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES
+        datagram = prelogin.auth_capabilities_request(self.privilege)
+        code, data = self._exchange(lambda: datagram, lambda reply: prelogin.response_data(reply, command), "probe")
+        if code == prelogin.IPMI15_ONLY_COMPLETION_CODE:
             raise ipmi15_only(self.address)
-        self._check_completion(response, "Get Channel Authentication Capabilities")
+        if code:
+            raise IpmiError(Reason.COMMAND_FAILED, f"{self.address} answered Get Channel Authentication "
+                                                   f"Capabilities with completion code {code:#04x}",
+                            completion_code=code)
         try:
-            return wire.parse_channel_auth_capabilities(response.data)
-        except wire.WireError as error:
+            return prelogin.parse_auth_capabilities(data)
+        except ValueError as error:
             raise IpmiError(Reason.PROTOCOL, f"{self.address}: {error}") from None
-
-    @staticmethod
-    def _sessionless_reply(command: int) -> Callable[[bytes], wire.IpmiResponse | None]:
-        def match(datagram: bytes) -> wire.IpmiResponse | None:
-            packet = wire.parse_packet(datagram)
-            if packet.session_id != 0 or packet.payload_type != wire.PAYLOAD_IPMI:
-                return None
-            response = wire.parse_ipmi_response(packet.payload)
-            return response if response.command == command else None
-
-        return match
 
     # --- login ---------------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@ the sealed (HMAC + AES-CBC-128) packets of an open session. Pure functions, no s
 
 Only what rackform uses is here: IPMI 2.0 (RMCP+, "lanplus") with cipher suite 17
 (RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128) or 3 (RAKP-HMAC-SHA1, HMAC-SHA1-96,
-AES-CBC-128), plus the one sessionless IPMI 1.5 message every client starts with (Get
-Channel Authentication Capabilities). Suite 0 and IPMI 1.5 sessions are never proposed.
+AES-CBC-128). Suite 0 and IPMI 1.5 sessions are never proposed. The sessionless message
+every client starts with (Get Channel Authentication Capabilities), the message checksum
+and the accepted suites come from `prelogin`, shared with the Ansible module.
 
 Section and table numbers refer to the IPMI v2.0 rev 1.1 specification.
 """
@@ -17,6 +18,8 @@ import struct
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from rackform.ipmi import prelogin
 
 RMCP_HEADER = b"\x06\x00\xff\x07"  # version 6, reserved, no RMCP ACK, class IPMI (13.1.3)
 AUTH_TYPE_NONE = 0x00
@@ -31,8 +34,6 @@ PAYLOAD_RAKP4 = 0x15
 PAYLOAD_ENCRYPTED = 0x80
 PAYLOAD_AUTHENTICATED = 0x40
 NEXT_HEADER = 0x07  # the integrity trailer's fixed "next header" byte (table 13-8)
-BMC_ADDRESS = 0x20
-SOFTWARE_ID = 0x81  # remote console software id (table 5-4)
 NAME_ONLY_LOOKUP = 0x10  # RAKP1 role bit: look the user up by name (and privilege)
 AES_BLOCK = 16
 
@@ -81,7 +82,7 @@ SUITE_17 = CipherSuite(17, authentication=0x03, integrity=0x04, confidentiality=
                        integrity_length=16)
 SUITE_3 = CipherSuite(3, authentication=0x01, integrity=0x01, confidentiality=0x01, hash_name="sha1",
                       integrity_length=12)
-SAFE_SUITES = (SUITE_17, SUITE_3)
+SAFE_SUITES = tuple({17: SUITE_17, 3: SUITE_3}[number] for number in prelogin.ACCEPTED_CIPHER_SUITES)
 """Proposed in this order; nothing else is ever proposed (REFERENCE.md: IPMI, safely)."""
 
 
@@ -92,9 +93,8 @@ class WireError(ValueError):
 # --- IPMI messages (section 13.8) -----------------------------------------------------------
 
 
-def checksum(data: bytes) -> int:
-    """Two's complement checksum: the bytes plus it sum to zero modulo 256."""
-    return -sum(data) & 0xFF
+checksum = prelogin.checksum
+"""Two's complement checksum: the bytes plus it sum to zero modulo 256."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,20 +106,17 @@ class IpmiResponse:
     data: bytes
 
 
-def ipmi_request(netfn: int, command: int, sequence: int, data: bytes = b"", lun: int = 0) -> bytes:
-    """A request message from the remote console (software id 0x81) to the BMC."""
-    header = bytes((BMC_ADDRESS, (netfn << 2) | lun))
-    body = bytes((SOFTWARE_ID, (sequence & 0x3F) << 2, command)) + bytes(data)
-    return header + bytes((checksum(header),)) + body + bytes((checksum(body),))
+ipmi_request = prelogin.request_message
+"""A request message from the remote console (software id 0x81) to the BMC."""
 
 
 def parse_ipmi_response(message: bytes) -> IpmiResponse:
-    if len(message) < 8:
-        raise WireError(f"IPMI response of {len(message)} bytes is too short")
-    if checksum(message[:2]) != message[2] or checksum(message[3:-1]) != message[-1]:
-        raise WireError("IPMI response checksum mismatch")
-    return IpmiResponse(netfn=message[1] >> 2, command=message[5], sequence=message[4] >> 2,
-                        completion_code=message[6], data=bytes(message[7:-1]))
+    parsed = prelogin.parse_response_message(message)
+    if parsed is None:
+        raise WireError(f"IPMI response of {len(message)} bytes is short or fails its checksums")
+    netfn, command, sequence, completion_code, data = parsed
+    return IpmiResponse(netfn=netfn, command=command, sequence=sequence, completion_code=completion_code,
+                        data=data)
 
 
 # --- packets ----------------------------------------------------------------------------------
@@ -136,9 +133,8 @@ class Packet:
     payload: bytes
 
 
-def sessionless_packet(message: bytes) -> bytes:
-    """IPMI 1.5 framing with no authentication: only for Get Channel Authentication Capabilities."""
-    return RMCP_HEADER + bytes((AUTH_TYPE_NONE,)) + struct.pack("<II", 0, 0) + bytes((len(message),)) + message
+sessionless_packet = prelogin.sessionless_frame
+"""IPMI 1.5 framing with no authentication: only for Get Channel Authentication Capabilities."""
 
 
 def rmcp_plus_packet(payload_type: int, payload: bytes, session_id: int = 0, sequence: int = 0) -> bytes:
@@ -168,37 +164,6 @@ def parse_packet(datagram: bytes) -> Packet:
     if len(payload) != length:
         raise WireError("truncated IPMI 1.5 payload")
     return Packet(auth_type, PAYLOAD_IPMI, session_id, sequence, payload)
-
-
-# --- Get Channel Authentication Capabilities (section 22.13) --------------------------------
-
-GET_CHANNEL_AUTH_CAPABILITIES = (0x06, 0x38)
-THIS_CHANNEL_WITH_V20_DATA = 0x8E  # bit 7: report IPMI 2.0 capabilities; channel 0xE: this one
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelAuthCapabilities:
-    channel: int
-    ipmi20: bool
-    """The channel takes IPMI 2.0 (RMCP+) sessions."""
-    ipmi15: bool
-    anonymous_login: bool
-    """Logins with a null user name and an empty password are on."""
-    null_user_names: bool
-    """Users with a null name (the null user, id 1) are enabled."""
-
-
-def parse_channel_auth_capabilities(data: bytes) -> ChannelAuthCapabilities:
-    if len(data) < 8:
-        raise WireError(f"channel authentication capabilities of {len(data)} bytes (expected 8)")
-    extended = bool(data[1] & 0x80)
-    return ChannelAuthCapabilities(
-        channel=data[0] & 0x0F,
-        ipmi20=extended and bool(data[3] & 0x02),
-        ipmi15=(not extended) or bool(data[3] & 0x01),
-        anonymous_login=bool(data[2] & 0x01),
-        null_user_names=bool(data[2] & 0x02),
-    )
 
 
 # --- RMCP+ session setup (sections 13.17 - 13.23) ----------------------------------------------

@@ -9,15 +9,13 @@ the environments below keep their compiled templates cached.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
+from rackform.paths import ASSETS_ROOT, ROLES_DIR, TEMPLATES_DIR
 from rackform.render import yamltext
 
-ASSETS_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES_DIR = ASSETS_ROOT / "templates"
-ROLES_DIR = ASSETS_ROOT / "roles"
+__all__ = ["ASSETS_ROOT", "ROLES_DIR", "TEMPLATES_DIR", "project_templates", "role_templates"]
 
 # Editor droppings and caches that must never travel into a project.
 _SKIPPED_NAMES = {"__pycache__", ".DS_Store"}

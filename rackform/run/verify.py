@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import rackform
+from rackform.paths import INFRA_CHECKS_DIR
 from rackform.pipeline import STAGE_NAMES, build_dir
 from rackform.run.verify_inventory import CONTROL_DIR_ENV, EmittedInventory, InventoryError
 
-CHECKS_DIR = Path(rackform.__file__).resolve().parents[1] / "tests" / "infra"
+CHECKS_DIR = INFRA_CHECKS_DIR
 """The checks that ship with rackform (a source checkout; not in a wheel)."""
 
 PROGRESS_PREFIX = "RACKFORM-VERIFY"

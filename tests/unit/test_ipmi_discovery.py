@@ -13,7 +13,8 @@ import yaml
 from rackform.ipmi import discovery, enlist
 from rackform.ipmi.credentials import factory_credentials
 from rackform.ipmi.discovery import BmcFacts, RangeError, parse_range
-from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig, fru_area
+from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig
+from rackform.lab.fru import fru_area
 from rackform.ipmi.fleet import BmcLocks, Fleet, RetryPolicy
 from rackform.ipmi.session import Timeouts
 from rackform.model.loader import load_site
@@ -78,8 +79,8 @@ def test_sweep_sends_no_credentials(three_bmcs):
 def test_an_ipmi_15_only_bmc_is_refused_from_its_sweep_answer(three_bmcs):
     answers = discovery.sweep(["127.0.0.2", "127.0.0.3"], port=three_bmcs[0].port, timeouts=QUICK)
     assert (discovery.refusal(answers["127.0.0.2"]), str(discovery.refusal(answers["127.0.0.3"]))) == (
-        None, "suite refused: 127.0.0.3 offers only IPMI 1.5; rackform logs in over IPMI 2.0 "
-              "(lanplus, cipher suite 17 or 3) only")
+        None, "suite refused: 127.0.0.3: the BMC speaks only IPMI 1.5 (no RMCP+/lanplus): its logins use MD5 "
+              "or plain-text passwords, so rackform refuses it; enable IPMI 2.0 (lanplus) on the BMC")
 
 
 def test_identify_reads_serial_mac_and_firmware(three_bmcs):

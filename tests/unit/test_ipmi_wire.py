@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rackform.ipmi import wire
-from rackform.ipmi.fakebmc import fru_area
+from provision_support import load_ipmi_modules
+from rackform.ipmi import prelogin, wire
 
 
 def test_checksum_makes_the_bytes_sum_to_zero():
@@ -44,19 +44,19 @@ def test_garbage_is_not_a_packet(datagram: bytes):
         wire.parse_packet(datagram)
 
 
-@pytest.mark.parametrize(("byte1", "byte3", "ipmi20", "ipmi15"), [
-    (0x80 | 0x04, 0x02, True, False),
-    (0x80 | 0x04, 0x03, True, True),
-    (0x04, 0x00, False, True),  # no extended data: an IPMI 1.5 BMC
-])
-def test_channel_capabilities_say_which_ipmi_versions_a_bmc_speaks(byte1, byte3, ipmi20, ipmi15):
-    capabilities = wire.parse_channel_auth_capabilities(bytes((1, byte1, 0x04, byte3, 0, 0, 0, 0)))
-    assert (capabilities.ipmi20, capabilities.ipmi15) == (ipmi20, ipmi15)
+def test_the_fleet_asks_its_first_question_with_the_ansible_modules_own_code():
+    """One copy of the pre-login rules: prelogin is the role's module_utils file, loaded as is."""
+    shared = load_ipmi_modules()["rackform_ipmi_wire"]
+    assert prelogin.parse_auth_capabilities.__code__.co_filename == str(prelogin.MODULE_UTILS_FILE)
+    assert prelogin.auth_capabilities_request() == shared.auth_capabilities_request()
+    assert [suite.number for suite in wire.SAFE_SUITES] == list(shared.ACCEPTED_CIPHER_SUITES)
 
 
-def test_null_user_and_anonymous_login_are_reported():
-    capabilities = wire.parse_channel_auth_capabilities(bytes((1, 0x84, 0x03, 0x02, 0, 0, 0, 0)))
-    assert (capabilities.null_user_names, capabilities.anonymous_login) == (True, True)
+def test_sessionless_request_parses_back_as_the_same_message():
+    packet = prelogin.auth_capabilities_request(wire.PRIVILEGE_ADMIN, sequence=3)
+    parsed = wire.parse_packet(packet)
+    assert (parsed.auth_type, parsed.session_id, parsed.payload[5], parsed.payload[6:8]) == (
+        wire.AUTH_TYPE_NONE, 0, prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES, bytes((0x8E, wire.PRIVILEGE_ADMIN)))
 
 
 @pytest.mark.parametrize("suite", wire.SAFE_SUITES, ids=lambda s: f"suite{s.number}")
@@ -104,8 +104,3 @@ def test_rakp_codes_depend_on_the_password():
     right = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN", **arguments)
     wrong = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN2", **arguments)
     assert right != wrong and len(right) == 20
-
-
-def test_fru_image_has_valid_header_checksum():
-    image = fru_area("Acme", "X1", "SN1")
-    assert wire.checksum(image[:7]) == image[7]

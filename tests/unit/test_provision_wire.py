@@ -28,10 +28,32 @@ def test_request_packet_is_ipmi_15_sessionless_with_valid_checksums():
 @pytest.mark.parametrize(("data", "versions"), [
     (bytes([0x01, 0x84, 0x05, 0x03]), (True, True)),
     (bytes([0x01, 0x80, 0x04, 0x02]), (True, False)),
-    (bytes([0x01, 0x04, 0x04, 0x00]), (False, True)),
+    (bytes([0x01, 0x04, 0x04, 0x00]), (False, True)),  # no extended data: an IPMI 1.5 BMC
 ])
-def test_auth_capabilities(data, versions):
-    assert wire.parse_auth_capabilities(data) == versions
+def test_auth_capabilities_say_which_ipmi_versions_a_bmc_speaks(data, versions):
+    capabilities = wire.parse_auth_capabilities(data)
+    assert (capabilities.ipmi20, capabilities.ipmi15) == versions
+
+
+def test_null_user_and_anonymous_login_are_reported():
+    capabilities = wire.parse_auth_capabilities(bytes((1, 0x84, 0x03, 0x02, 0, 0, 0, 0)))
+    assert (capabilities.channel, capabilities.null_user_names, capabilities.anonymous_login) == (1, True, True)
+
+
+def test_a_short_capabilities_answer_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="3 bytes"):
+        wire.parse_auth_capabilities(bytes((1, 0x84, 0x03)))
+
+
+@pytest.mark.parametrize("corrupt_at", [2, -1])
+def test_a_response_failing_either_checksum_is_ignored(corrupt_at):
+    request = wire.request_message(wire.NETFN_APP, 0x38, 1)
+    head = bytes((request[3], (wire.NETFN_APP + 1) << 2))
+    body = bytes((request[0], request[4], 0x38, 0)) + bytes(8)
+    message = bytearray(head + bytes((wire.checksum(head),)) + body + bytes((wire.checksum(body),)))
+    assert wire.response_data(wire.sessionless_frame(bytes(message)), 0x38) == (0, bytes(8))
+    message[corrupt_at] ^= 0x01
+    assert wire.response_data(wire.sessionless_frame(bytes(message)), 0x38) is None
 
 
 def test_cipher_suite_records_across_pages():

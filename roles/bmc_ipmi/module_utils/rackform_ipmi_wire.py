@@ -10,7 +10,9 @@ IPMI 1.5 packet format every BMC answers before a session exists:
 
 No credentials are sent, so a BMC that offers only IPMI 1.5 or only cipher suite 0
 is refused before it sees a user name or a password hash. Standard library only:
-this file travels inside the Ansible module (AnsiballZ) and into unit tests.
+this file travels inside the Ansible module (AnsiballZ), and rackform's fleet client
+(rackform/ipmi/prelogin.py) loads this same file for its own first message, so the
+pre-login rules are written once.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +41,11 @@ START_OF_OEM_RECORD = 0xC1
 # in clear text; nothing else is accepted.
 ACCEPTED_CIPHER_SUITES = (17, 3)
 
+IPMI15_ONLY_COMPLETION_CODE = 0xCC
+"""Some IPMI 1.5 BMCs answer the request for IPMI 2.0 data with "invalid data field"."""
+IPMI15_ONLY_REFUSAL = ("the BMC speaks only IPMI 1.5 (no RMCP+/lanplus): its logins use MD5 or plain-text "
+                       "passwords, so rackform refuses it; enable IPMI 2.0 (lanplus) on the BMC")
+
 
 class BmcSilent(Exception):
     """The BMC did not answer (down, unplugged, wrong address or a firewall)."""
@@ -48,28 +55,52 @@ class BmcInsecure(Exception):
     """The BMC offers nothing rackform accepts (IPMI 1.5 only, or no suite 3 or 17)."""
 
 
-def _checksum(data):
+def checksum(data):
+    """Two's complement checksum: the bytes plus it sum to zero modulo 256."""
     return (-sum(data)) & 0xFF
+
+
+def request_message(netfn, command, sequence, data=b"", lun=0):
+    """An IPMI request message from remote console software to the BMC (spec section 13.8)."""
+    header = bytes([BMC_ADDRESS, (netfn << 2) | lun])
+    body = bytes([CONTROLLER_SOFTWARE_ID, (sequence & 0x3F) << 2, command]) + bytes(data)
+    return header + bytes([checksum(header)]) + body + bytes([checksum(body)])
+
+
+def parse_response_message(message):
+    """(netfn, command, sequence, completion code, data) of a response message, or None when it
+    is too short or fails either checksum."""
+    if len(message) < 8 or checksum(message[:2]) != message[2] or checksum(message[3:-1]) != message[-1]:
+        return None
+    # rqAddr, netFn/rqLUN, checksum, rsAddr, rqSeq/rsLUN, cmd, completion code, data..., checksum
+    return message[1] >> 2, message[5], message[4] >> 2, message[6], bytes(message[7:-1])
+
+
+def sessionless_frame(message):
+    """IPMI 1.5 framing with authentication type none, session 0: the only way to talk before a login."""
+    session = bytes([0x00]) + bytes(4) + bytes(4) + bytes([len(message)])  # auth none, seq 0, session 0
+    return RMCP_HEADER + session + message
 
 
 def request_packet(command, data, sequence=1):
     """An IPMI 1.5 session-less request (authentication type none) to the BMC."""
-    header = bytes([BMC_ADDRESS, NETFN_APP << 2])
-    body = bytes([CONTROLLER_SOFTWARE_ID, (sequence & 0x3F) << 2, command]) + bytes(data)
-    message = header + bytes([_checksum(header)]) + body + bytes([_checksum(body)])
-    session = bytes([0x00]) + bytes(4) + bytes(4) + bytes([len(message)])  # auth none, seq 0, session 0
-    return RMCP_HEADER + session + message
+    return sessionless_frame(request_message(NETFN_APP, command, sequence, data))
+
+
+def auth_capabilities_request(privilege=PRIVILEGE_ADMINISTRATOR, sequence=1, ipmi20_data=True):
+    """Get Channel Authentication Capabilities for this channel, asking for the IPMI 2.0 data."""
+    channel = (0x80 if ipmi20_data else 0x00) | CURRENT_CHANNEL
+    return request_packet(CMD_GET_CHANNEL_AUTH_CAPABILITIES, [channel, privilege], sequence)
 
 
 def response_data(packet, command):
     """(completion code, data) of an IPMI 1.5 session-less response to `command`, else None."""
     if len(packet) < 14 or packet[:4] != RMCP_HEADER or packet[4] != 0x00:
         return None  # not IPMI, or not the session-less 1.5 format we asked in
-    message = packet[14:14 + packet[13]]
-    # rqAddr, netFn/rqLUN, checksum, rsAddr, rqSeq/rsLUN, cmd, completion code, data..., checksum
-    if len(message) < 8 or message[1] >> 2 != NETFN_APP + 1 or message[5] != command:
+    response = parse_response_message(packet[14:14 + packet[13]])
+    if response is None or response[0] != NETFN_APP + 1 or response[1] != command:
         return None
-    return message[6], bytes(message[7:-1])
+    return response[3], response[4]
 
 
 class Capabilities(object):
@@ -88,14 +119,33 @@ class Capabilities(object):
         }
 
 
+class AuthCapabilities(object):
+    """Get Channel Authentication Capabilities, decoded (IPMI 2.0 table 22-15)."""
+
+    __slots__ = ("channel", "ipmi20", "ipmi15", "anonymous_login", "null_user_names")
+
+    def __init__(self, channel, ipmi20, ipmi15, anonymous_login, null_user_names):
+        self.channel = channel
+        self.ipmi20 = ipmi20
+        """The channel takes IPMI 2.0 (RMCP+, lanplus) sessions."""
+        self.ipmi15 = ipmi15
+        self.anonymous_login = anonymous_login
+        """Logins with a null user name and an empty password are on."""
+        self.null_user_names = null_user_names
+        """Users with a null name (the null user, id 1) are enabled."""
+
+
 def parse_auth_capabilities(data):
-    """(IPMI 2.0 supported, IPMI 1.5 supported) from Get Channel Authentication Capabilities."""
+    """AuthCapabilities from the data of Get Channel Authentication Capabilities."""
     if len(data) < 4:
-        raise ValueError("short authentication capabilities response")
+        raise ValueError("authentication capabilities of %d bytes (expected 8)" % len(data))
     extended = bool(data[1] & 0x80)  # "IPMI v2.0+ extended capabilities available"
-    if not extended:
-        return False, True  # a BMC that cannot even say so speaks IPMI 1.5 only
-    return bool(data[3] & 0x02), bool(data[3] & 0x01)
+    # A BMC that cannot even say so speaks IPMI 1.5 only.
+    return AuthCapabilities(channel=data[0] & 0x0F,
+                            ipmi20=extended and bool(data[3] & 0x02),
+                            ipmi15=(not extended) or bool(data[3] & 0x01),
+                            anonymous_login=bool(data[2] & 0x01),
+                            null_user_names=bool(data[2] & 0x02))
 
 
 def parse_cipher_suite_records(records):
@@ -130,7 +180,9 @@ class _Requester(object):
 
     def ask(self, sock, command, data):
         self.sequence = (self.sequence + 1) & 0x3F
-        packet = request_packet(command, data, self.sequence)
+        return self.send(sock, request_packet(command, data, self.sequence), command)
+
+    def send(self, sock, packet, command):
         for _ in range(self.attempts):
             try:
                 sock.send(packet)
@@ -166,19 +218,21 @@ def probe(address, port=IPMI_PORT, timeout_s=1.0, attempts=3):
             sock.connect((address, port))  # connected: ICMP errors come back, answers from others do not
         except (OSError, socket.gaierror) as error:
             raise BmcSilent("%s:%d: %s" % (address, port, error))
-        code, data = requester.ask(sock, CMD_GET_CHANNEL_AUTH_CAPABILITIES,
-                                   [0x80 | CURRENT_CHANNEL, PRIVILEGE_ADMINISTRATOR])
-        if code == 0xCC:  # IPMI 1.5 BMCs may reject the 2.0 bit itself ("invalid data field")
-            code, data = requester.ask(sock, CMD_GET_CHANNEL_AUTH_CAPABILITIES,
-                                       [CURRENT_CHANNEL, PRIVILEGE_ADMINISTRATOR])
+        code, data = requester.send(sock, auth_capabilities_request(), CMD_GET_CHANNEL_AUTH_CAPABILITIES)
+        if code == IPMI15_ONLY_COMPLETION_CODE:
+            code, data = requester.send(sock, auth_capabilities_request(ipmi20_data=False),
+                                        CMD_GET_CHANNEL_AUTH_CAPABILITIES)
             if code == 0:
                 return Capabilities(False, True, None)
         if code != 0:
             raise BmcInsecure("%s: the BMC refused to report its authentication capabilities (completion code "
                               "0x%02x)" % (address, code))
-        ipmi20, ipmi15 = parse_auth_capabilities(data)
-        suites = _cipher_suites(requester, sock) if ipmi20 else None
-        return Capabilities(ipmi20, ipmi15, suites)
+        try:
+            found = parse_auth_capabilities(data)
+        except ValueError as error:
+            raise BmcInsecure("%s: %s" % (address, error))
+        suites = _cipher_suites(requester, sock) if found.ipmi20 else None
+        return Capabilities(found.ipmi20, found.ipmi15, suites)
     finally:
         sock.close()
 
@@ -204,8 +258,7 @@ def refusal(capabilities, accepted=ACCEPTED_CIPHER_SUITES):
     only suites 17 and 3 and fails if the BMC takes neither.
     """
     if not capabilities.ipmi20:
-        return ("the BMC speaks only IPMI 1.5 (no RMCP+/lanplus): its logins use MD5 or plain-text "
-                "passwords, so rackform refuses it; enable IPMI 2.0 (lanplus) on the BMC")
+        return IPMI15_ONLY_REFUSAL
     offered = capabilities.cipher_suites
     if offered is not None and not set(offered) & set(accepted):
         return ("the BMC offers cipher suites %s and none of %s: rackform refuses suite 0 (no authentication: "
