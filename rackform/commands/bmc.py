@@ -1,8 +1,8 @@
 """`rackform bmc status SITE` and `rackform bmc power SITE ACTION`: a site's BMCs, all at once.
 
-status: one row per node (power state, watts, firmware, reachable or why not), then each
-rack's measured power against its budget. Exit 0 when every BMC answered and no rack is
-over budget, 1 otherwise, 2 for bad input.
+status: one row per node (power state, watts, firmware, FRU serial, reachable or why not),
+then each rack's measured power against its budget. Exit 0 when every BMC answered, no
+rack is over budget and no FRU serial contradicts the inventory; 1 otherwise; 2 for bad input.
 
 power: on / off / soft / cycle / reset (or `status`) on every node, or on `--nodes`, each
 change confirmed by reading the state back. Exit 0 when every node did it, 1 otherwise.
@@ -18,7 +18,8 @@ from rackform.ipmi.cli_options import add_login_arguments, credential_source, fl
 from rackform.ipmi.client import POWER_ACTIONS
 from rackform.ipmi.credentials import CredentialsUnavailable
 from rackform.ipmi.fleet import NodeResult
-from rackform.ipmi.status import NodeStatus, RackPower, rack_of_hosts, rack_power, read_node_status, site_targets
+from rackform.ipmi.status import (NodeStatus, RackPower, rack_of_hosts, rack_power, read_node_status, serial_mismatch,
+                                  site_targets)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -33,8 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="repository root holding topologies/ and inventories/ (default: .)")
         return sub
 
-    status = add("status", "One row per node: power, watts, firmware, reachable or why not; then each "
-                           "rack's measured power against its budget. Exit 1 if a BMC failed or a rack is over.")
+    status = add("status", "One row per node: power, watts, firmware, FRU serial, reachable or why not; then "
+                           "each rack's measured power against its budget. Exit 1 if a BMC failed, a rack is "
+                           "over budget or a BMC's serial contradicts the inventory.")
     add_login_arguments(status, factory_default=False)
     status.set_defaults(bmc_run=run_status)
 
@@ -72,25 +74,29 @@ def run_status(args: argparse.Namespace) -> int:
     targets = site_targets(site)
     results = fleet.run(targets, read_node_status)
     racks = rack_power(site, results)
-    print(format_node_table(results, rack_of_hosts(site)))
+    mismatches = {result.node: why for result in results if (why := serial_mismatch(site, result))}
+    print(format_node_table(results, rack_of_hosts(site), mismatches))
     print()
     print(format_rack_table(racks))
     failed = [result for result in results if not result.ok]
     over = [rack for rack in racks if rack.over_budget]
     print(f"\n{len(results) - len(failed)}/{len(results)} BMCs answered"
-          + (f"; {len(over)} rack(s) over budget: {', '.join(r.rack for r in over)}" if over else ""))
-    return EXIT_FAILED if failed or over else EXIT_OK
+          + (f"; {len(over)} rack(s) over budget: {', '.join(r.rack for r in over)}" if over else "")
+          + (f"; {len(mismatches)} serial mismatch(es): {', '.join(mismatches)}" if mismatches else ""))
+    return EXIT_FAILED if failed or over or mismatches else EXIT_OK
 
 
-def format_node_table(results: list[NodeResult[NodeStatus]], racks: dict[str, str]) -> str:
-    rows = [("NODE", "RACK", "BMC", "POWER", "WATTS", "FIRMWARE", "STATUS")]
+def format_node_table(results: list[NodeResult[NodeStatus]], racks: dict[str, str],
+                      mismatches: dict[str, str] | None = None) -> str:
+    rows = [("NODE", "RACK", "BMC", "POWER", "WATTS", "FIRMWARE", "SERIAL", "STATUS")]
     for result in results:
         status = result.value
         if result.ok:
             rows.append((result.node, racks.get(result.node, "-"), result.address, status.power,
-                         _watts(status.power_draw_w), status.firmware or "-", "ok"))
+                         _watts(status.power_draw_w), status.firmware or "-", status.inventory.serial or "-",
+                         (mismatches or {}).get(result.node, "ok")))
         else:
-            rows.append((result.node, racks.get(result.node, "-"), result.address, "-", "-", "-",
+            rows.append((result.node, racks.get(result.node, "-"), result.address, "-", "-", "-", "-",
                          result.describe()))
     return _table(rows)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackform.ipmi.client import BmcClient, Reading, temperatures_c
+from rackform.ipmi.client import BmcClient, Inventory, Reading, temperatures_c
 from rackform.ipmi.errors import IpmiError, Reason
 from rackform.ipmi.fleet import BmcTarget, NodeResult
 from rackform.model.site import Site
@@ -18,14 +18,32 @@ class NodeStatus:
     power_draw_w: float | None
     temperatures_c: dict[str, float] = field(default_factory=dict)
     firmware: str | None = None
+    inventory: Inventory = Inventory()
+    """Serial and product from the BMC's FRU, where it offers them."""
 
 
 def read_node_status(client: BmcClient) -> NodeStatus:
-    """One session's worth: chassis status, the sensor readings, the DCMI reading, device id."""
+    """One session's worth: chassis status, the sensor readings, the DCMI reading, device id, FRU."""
     power = client.power_state()
     readings = _sensors_if_offered(client)
     return NodeStatus(power=power, power_draw_w=client.power_draw_w(readings),
-                      temperatures_c=temperatures_c(readings), firmware=client.firmware())
+                      temperatures_c=temperatures_c(readings), firmware=client.firmware(),
+                      inventory=client.inventory())
+
+
+def serial_mismatch(site: Site, result: NodeResult[NodeStatus]) -> str | None:
+    """Why this BMC may belong to another machine: its FRU serial differs from the inventory's.
+
+    Compared only where both are known. A mismatch usually means a BMC address typed into the
+    wrong host_vars file, or a machine swapped in the rack without updating the inventory.
+    """
+    if not result.ok:
+        return None
+    expected = site.hosts[result.node].serial if result.node in site.hosts else None
+    found = result.value.inventory.serial
+    if expected is None or found is None or found == expected:
+        return None
+    return f"serial mismatch: the BMC says {found}, the inventory says {expected}"
 
 
 def _sensors_if_offered(client: BmcClient) -> list[Reading]:

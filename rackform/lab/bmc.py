@@ -64,7 +64,9 @@ from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 
 from rackform.lab import LabError, chassis_hook, netns, run
+from rackform.lab.fru import fru_area
 from rackform.model.site import Host, Site
+from rackform.paths import ASSETS_ROOT
 from rackform.render.assets import project_templates
 
 IPMI_PORT = 623
@@ -251,7 +253,26 @@ def product_id(block_name: str) -> int:
 def render_emulator_commands(site_name: str, host: Host) -> str:
     return project_templates().get_template("lab/ipmi_sim/bmc.emu.j2").render(
         host=host.name, ipmb=BMC_IPMB, manufacturer_id=MANUFACTURER_ID, product_id=product_id(host.block.name),
-        guid=bmc_guid(site_name, host.name), sensors=host_sensors(host))
+        guid=bmc_guid(site_name, host.name), sensors=host_sensors(host), fru=host_fru(site_name, host))
+
+
+@dataclass(frozen=True, slots=True)
+class FruImage:
+    manufacturer: str
+    product: str
+    serial: str
+    data: bytes
+
+
+def host_fru(site_name: str, host: Host) -> FruImage:
+    """FRU device 0 of a lab host's BMC: its block's vendor and name, and its inventory serial.
+
+    A host without a serial in the inventory gets one made from the site and host names, as
+    every real chassis has one.
+    """
+    block = host.block
+    serial = host.serial or f"{site_name}-{host.name}".upper()
+    return FruImage(block.vendor, block.display_name, serial, fru_area(block.vendor, block.display_name, serial))
 
 
 # --- records ----------------------------------------------------------------------------------
@@ -371,9 +392,8 @@ def _stop_process(pid: int | None, host_dir: Path) -> None:
 
 def _environment() -> dict[str, str]:
     """ipmi_sim's environment, inherited by the hook: nothing but what it needs."""
-    package_parent = str(Path(__file__).resolve().parents[2])
     environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-                   "PYTHONPATH": package_parent, "LANG": "C.UTF-8"}
+                   "PYTHONPATH": str(ASSETS_ROOT), "LANG": "C.UTF-8"}
     environment.update({name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ})
     return environment
 

@@ -5,8 +5,8 @@ bmc status`, `rackform discover` and the BareMetalNode provider.
 The site is the shipped lab renamed `ipmitest` and moved into 10.62.0.0/16 (management
 10.62.0.x, OOB 10.62.1.x, fabric 10.62.16.0/20), so it never touches a lab a person or
 another test has up. Hosts run on the `process` driver (a `sleep infinity` per powered
-host). Each BMC also serves a FRU (added to its emulator file here) carrying the host's
-inventory serial, so discovery has serials to read. One module-wide set of BMCs serves
+host). Each BMC serves a FRU carrying the host's inventory serial (rackform.lab.fru), so
+discovery and `bmc status` have serials to read. One module-wide set of BMCs serves
 every test; each test that changes state uses a host of its own.
 
 What ipmi_sim cannot be made to do (offer only suite 0, only IPMI 1.5, suite 17) is
@@ -34,7 +34,6 @@ from rackform.commands import discover as discover_command
 from rackform.ipmi.client import BmcClient
 from rackform.ipmi.credentials import Credentials, factory_credentials, from_mapping
 from rackform.ipmi.errors import Reason
-from rackform.ipmi.fakebmc import fru_area
 from rackform.ipmi.fleet import BmcLocks, BmcTarget, Fleet, RetryPolicy
 from rackform.ipmi.session import LanSession, Timeouts
 from rackform.ipmi.status import read_node_status, site_targets
@@ -89,18 +88,6 @@ def site(root: Path) -> Site:
     return load_site(SITE, root)
 
 
-def _with_fru(render):
-    """bmc.render_emulator_commands, plus a FRU (product area) carrying the host's serial."""
-
-    def render_with_fru(site_name, host):
-        image = fru_area("rackform-lab", host.block.name, host.serial or host.name)
-        line = (f"mc_add_fru_data 0x{bmc.BMC_IPMB:02x} 0 {len(image)} data "
-                + " ".join(f"0x{byte:02x}" for byte in image))
-        return render(site_name, host).replace(f"mc_enable 0x{bmc.BMC_IPMB:02x}", f"{line}\nmc_enable 0x{bmc.BMC_IPMB:02x}")
-
-    return render_with_fru
-
-
 @pytest.fixture(scope="module")
 def state_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("ipmitest-state")
@@ -111,13 +98,11 @@ def bmcs(site: Site, state_dir: Path) -> dict[str, bmc.BmcInfo]:
     with open(LOCK_FILE, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         bmc.stop_bmcs(site, state_dir)  # whatever a run that died earlier left
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bmc, "render_emulator_commands", _with_fru(bmc.render_emulator_commands))
-            try:
-                started = bmc.start_bmcs(site, state_dir, driver="process")
-                yield {info.host: info for info in started}
-            finally:
-                bmc.stop_bmcs(site, state_dir)
+        try:
+            started = bmc.start_bmcs(site, state_dir, driver="process")
+            yield {info.host: info for info in started}
+        finally:
+            bmc.stop_bmcs(site, state_dir)
 
 
 @pytest.fixture(scope="module")

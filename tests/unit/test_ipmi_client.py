@@ -13,7 +13,8 @@ from pyghmi.ipmi import command as pyghmi_command
 from rackform.ipmi.client import BmcClient, ConfirmPolicy, Reading, power_from_sensors, temperatures_c
 from rackform.ipmi.credentials import Credentials
 from rackform.ipmi.errors import IpmiError, Reason
-from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig, fru_area
+from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig
+from rackform.lab.fru import fru_area
 from rackform.ipmi.pyghmi_layer import PyghmiCommand
 from rackform.ipmi.session import LanSession, Timeouts
 

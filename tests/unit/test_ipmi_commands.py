@@ -18,6 +18,7 @@ from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig
 from rackform.ipmi.fleet import BmcLocks, Fleet, RetryPolicy
 from rackform.ipmi.session import LanSession, Timeouts
 from rackform.ipmi.status import rack_power, site_targets
+from rackform.lab.fru import fru_area
 from rackform.model.loader import load_site
 
 LAB_BMCS = {"mgmt-1": "10.10.1.11", "mgmt-2": "10.10.1.12", "mgmt-3": "10.10.1.13", "stor-1": "10.10.1.14",
@@ -88,7 +89,26 @@ def status(root: Path, capsys, *extra: str) -> tuple[int, str]:
 def test_status_prints_one_row_per_node(rack, lab_files, capsys):
     code, out = status(lab_files.root, capsys)
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in LAB_BMCS}
-    assert code == 0 and rows["gpu-1"][1:] == ["r1", "10.10.1.15", "on", "8,500", "2.17", "ok"]
+    assert code == 0 and rows["gpu-1"][1:] == ["r1", "10.10.1.15", "on", "8,500", "2.17", "-", "ok"]
+
+
+def _with_fru(serial: str) -> FakeBmcConfig:
+    return FakeBmcConfig(dcmi_power_w=8500, power="on", fru=fru_area("NVIDIA", "NVIDIA DGX-1", serial))
+
+
+@pytest.mark.parametrize("rack", [lab_configs(gpu_1=_with_fru("LAB-GPU-1"))], indirect=True)
+def test_status_shows_the_fru_serial(rack, lab_files, capsys):
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 0 and gpu_1.split()[6:] == ["LAB-GPU-1", "ok"]
+
+
+@pytest.mark.parametrize("rack", [lab_configs(gpu_1=_with_fru("LAB-GPU-2"))], indirect=True)
+def test_a_bmc_whose_serial_contradicts_the_inventory_fails_the_status(rack, lab_files, capsys):
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 1 and "serial mismatch: the BMC says LAB-GPU-2, the inventory says LAB-GPU-1" in gpu_1
+    assert "1 serial mismatch(es): gpu-1" in out
 
 
 def test_status_compares_each_rack_with_its_budget(rack, lab_files, capsys):
