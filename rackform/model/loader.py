@@ -331,6 +331,7 @@ def _load_site(site: str, root: Path) -> Site:
         inventory_path=inventory,
         loc=raw.loc,
         extra_inventory_keys=extra_keys,
+        provisioning=design.provisioning,
     )
 
 

@@ -204,6 +204,13 @@ class Kubernetes(Strict):
     cni: Literal["calico", "cilium", "flannel"] = "calico"
 
 
+class Provisioning(Strict):
+    max_fail_percentage: int = Field(default=25, ge=0, le=100)
+    """The provision stage goes on while at most this share (percent) of the servers has failed,
+    each failed server failing alone; beyond it the whole stage stops: then something is wrong
+    with the site (the OOB network, a factory password), not with one BMC."""
+
+
 class SiteFile(Strict):
     """A site design (`topologies/sites/<site>.yaml`)."""
 
@@ -216,6 +223,7 @@ class SiteFile(Strict):
     fabric: Fabric = Fabric()
     cabling: list[Cable] = []
     kubernetes: Kubernetes | None = None
+    provisioning: Provisioning = Provisioning()
 
 
 # ---------------------------------------------------------------- inventory

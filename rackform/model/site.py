@@ -17,6 +17,7 @@ from rackform.model.schema import (
     GroupVarsAll,
     Kubernetes,
     Network,
+    Provisioning,
     RoceOverrides,
     SwitchPlacement,
 )
@@ -159,6 +160,7 @@ class Site:
     inventory_path: Path
     loc: Loc
     extra_inventory_keys: dict[str, Loc] = field(default_factory=dict)
+    provisioning: Provisioning = field(default_factory=Provisioning)
 
     def devices(self):
         for rack in self.racks:

@@ -49,7 +49,8 @@ def playbook_files(site: Site) -> dict[str, str]:
     files = {VALIDATE_PLAYBOOK: _template(f"playbooks/{VALIDATE_PLAYBOOK}.j2").render(site_name=site.name)}
     for stage in STAGES:
         if stage.playbook is not None:
-            files[stage.playbook] = _template(f"playbooks/{stage.playbook}.j2").render(site_name=site.name, stage=stage)
+            files[stage.playbook] = _template(f"playbooks/{stage.playbook}.j2").render(
+                site_name=site.name, stage=stage, provisioning=site.provisioning)
     files[SITE_PLAYBOOK] = _template(f"playbooks/{SITE_PLAYBOOK}.j2").render(site_name=site.name, stages=STAGES)
     for playbook in MAINTENANCE_PLAYBOOKS:
         files[playbook] = _template(f"playbooks/{playbook}.j2").render(site_name=site.name)

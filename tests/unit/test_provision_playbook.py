@@ -54,6 +54,13 @@ def test_server_play_has_a_max_fail_percentage(server_play):
     assert "provision_max_fail_percentage | default(25)" in server_play["max_fail_percentage"]
 
 
+def test_the_sites_max_fail_percentage_is_the_plays(lab_files):
+    lab_files.edit_site("kubernetes:", "provisioning:\n  max_fail_percentage: 10\nkubernetes:")
+    rendered = render_files(load_site("lab", lab_files.root))
+    play = load(rendered, "provision.yml")[1]
+    assert play["max_fail_percentage"] == "{{ provision_max_fail_percentage | default(10) }}"
+
+
 def test_server_play_reads_the_vault_named_by_the_environment(server_play):
     assert "lookup('ansible.builtin.env', 'RACKFORM_BMC_VAULT')" in server_play["vars_files"][0]
 
