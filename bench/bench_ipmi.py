@@ -15,10 +15,13 @@ same run, times:
               built for fleet power control (one socket per host, all polled at once);
               `--on` only sends the command, so power on is also timed with
               `--wait-until-on` (ipmipower+wait), which reads the state back as rackform does;
+- rackform 1 cmd: rackform's sessions sending only the Chassis Control `ipmipower --on`
+              sends (no read before, no read back): the same work, to compare transports;
 - sequential: a loop of `ipmitool -I lanplus -C 3 chassis power status / on`, one BMC
               after the other (the shell loop people write).
 
-Also `rackform bmc power SITE status` as a whole process (start-up, imports, site load).
+Then one power on step by step, BMC after BMC (login, read, command, read back, logout),
+to show where a power on's time goes. Also `rackform bmc power SITE status` as a whole process (start-up, imports, site load).
 Each parallel figure is the best of ROUNDS (median beside it); the tools take turns to go
 first. CPU is the controller's (rackform: the fleet call's own process time, all threads;
 the tools: user + system of the whole process), the steadier figure on a shared machine. Power on starts from every host off (set, untimed, before each timed run).
@@ -62,6 +65,10 @@ TOOLS = ("ipmi_sim", "ipmipower", "ipmitool", "nsenter", "setsid", "ip")
 TIME = shutil.which("time", path="/usr/bin:/bin")  # GNU time, for each controller's peak RSS
 CC = shutil.which("cc")
 STATUS_TARGET_RATIO = 1.5
+COMMAND_ONLY = "on-command-only"
+"""rackform sending the one Chassis Control that `ipmipower --on` sends, nothing else (transport parity)."""
+CHASSIS_CONTROL = (0x00, 0x02)
+BREAKDOWN_BMCS = 40
 SEQUENTIAL_TARGET_SPEEDUP = 10.0
 
 HOOK_C = r"""
@@ -223,6 +230,15 @@ def rackform_fleet(operation: str, addresses: list[str], parallel: int) -> dict:
             "peak_rss_mib": result["peak_rss_mib"]}
 
 
+def rackform_breakdown(addresses: list[str]) -> dict:
+    """Median seconds of each step of a power on, BMC after BMC (BMCs left off): {bmcs, steps}."""
+    result = run_with_rusage([sys.executable, str(Path(__file__).resolve()), "--child", "breakdown"],
+                             stdin_text=json.dumps(addresses))
+    if result["rc"] != 0:
+        raise RuntimeError(f"rackform breakdown failed: {result['stderr'][-2000:]}")
+    return json.loads(result["stdout"])
+
+
 def child_main(operation: str, parallel: int) -> int:
     """In the child: import, then time one fleet call over the addresses read from stdin."""
     from rackform.ipmi.credentials import factory_credentials
@@ -230,14 +246,54 @@ def child_main(operation: str, parallel: int) -> int:
 
     addresses = json.loads(sys.stdin.read())
     targets = [BmcTarget(f"bmc-{index}", address) for index, address in enumerate(addresses)]
+    if operation == "breakdown":
+        return child_breakdown(targets)
     fleet = Fleet(factory_credentials(), max_parallel=parallel)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started, cpu_started = time.perf_counter(), time.process_time()
-    results = fleet.power_status(targets) if operation == "status" else fleet.power(targets, operation)
+    if operation == "status":
+        results = fleet.power_status(targets)
+    elif operation == COMMAND_ONLY:
+        results = fleet.run(targets, lambda client: client.session.command(*CHASSIS_CONTROL, b"\x01"))
+    else:
+        results = fleet.power(targets, operation)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     print(json.dumps({"elapsed_s": elapsed, "cpu_s": cpu, "ok": sum(r.ok for r in results),
                       "failures": [r.describe() for r in results if not r.ok][:5],
                       "rss_after_imports_mib": rss_before / 1024}))
+    return 0
+
+
+def child_breakdown(targets) -> int:
+    """In the child: one BMC after another, the time of each step of a power on (no contention)."""
+    from rackform.ipmi.client import BmcClient
+    from rackform.ipmi.credentials import factory_credentials
+    from rackform.ipmi.session import LanSession
+
+    login = factory_credentials()("any").logins()[0]
+    steps: dict[str, list[float]] = {}
+
+    def timed(step: str, call):
+        started = time.perf_counter()
+        value = call()
+        steps.setdefault(step, []).append(time.perf_counter() - started)
+        return value
+
+    for target in targets[:BREAKDOWN_BMCS]:
+        session = LanSession(target.address, login)
+        timed("login (probe, open session, RAKP 1-4, privilege)", session.open)
+        client = BmcClient(session)
+        timed("Get Chassis Status (before)", client.power_state)
+        timed("Chassis Control: power on", lambda: session.command(*CHASSIS_CONTROL, b"\x01"))
+        timed("Get Chassis Status (read back)", client.power_state)
+        timed("Close Session", session.close)
+        session = LanSession(target.address, login)
+        session.open()
+        client = BmcClient(session)
+        client.set_power("off")  # untimed: ready for the next round
+        session.close()
+    print(json.dumps({"bmcs": min(len(targets), BREAKDOWN_BMCS),
+                      "steps": {step: statistics.median(times) for step, times in steps.items()}}))
     return 0
 
 
@@ -295,20 +351,24 @@ def measure(args, addresses: list[str], config_file: Path, root: Path) -> dict:
         "rackform": lambda op: rackform_fleet(op, addresses, args.parallel),
         "ipmipower": lambda op: ipmipower(op, addresses, config_file),
         "ipmipower+wait": lambda op: ipmipower(op, addresses, config_file, confirm=True),
+        "rackform 1 cmd": lambda op: rackform_fleet(COMMAND_ONLY, addresses, args.parallel),
     }
+    status_tools = ("rackform", "ipmipower")  # ipmipower+wait and "1 cmd" are power-on variants
     # Warm-up (untimed): ARP entries and each BMC's first chassis hook call, for every tool alike.
     ipmipower("status", addresses, config_file)
     rackform_fleet("status", addresses, args.parallel)
     for round_number in range(args.rounds):
         order = list(parallel_tools) if round_number % 2 == 0 else list(reversed(parallel_tools))
         for tool in order:
-            if tool != "ipmipower+wait":  # the same as ipmipower for a status
+            if tool in status_tools:
                 runs["status"].setdefault(tool, []).append(parallel_tools[tool]("status"))
         for tool in order:
             set_all(addresses, "off", args.parallel)
             runs["on"].setdefault(tool, []).append(parallel_tools[tool]("on"))
         print(f"  round {round_number + 1}/{args.rounds} done", flush=True)
     runs["status"]["rackform CLI"] = [rackform_cli(root) for _ in range(args.rounds)]
+    set_all(addresses, "off", args.parallel)
+    runs["breakdown"] = rackform_breakdown(addresses)
     if not args.no_sequential:
         runs["status"]["ipmitool loop"] = [ipmitool_loop("status", addresses)]
         set_all(addresses, "off", args.parallel)
@@ -317,8 +377,10 @@ def measure(args, addresses: list[str], config_file: Path, root: Path) -> dict:
 
 
 def summarize(runs: dict, count: int) -> dict:
-    summary = {}
+    summary = {"breakdown": runs.get("breakdown", {})}
     for operation, by_tool in runs.items():
+        if operation == "breakdown":
+            continue
         summary[operation] = {}
         for tool, samples in by_tool.items():
             times = [sample["elapsed_s"] for sample in samples]
@@ -342,25 +404,34 @@ def report(summary: dict, count: int, start_s: float, hook: str) -> list[str]:
               f"{'peak RSS MiB':>13}  answered")
     lines += [header, "-" * len(header)]
     for operation, by_tool in summary.items():
+        if operation == "breakdown":
+            continue
         for tool, figures in by_tool.items():
             lines.append(f"{operation:<10} {tool:<15} {figures['best_s']:>8.3f} {figures['median_s']:>9.3f} "
                          f"{figures['cpu_median_s']:>7.3f} {figures['peak_rss_mib']:>13.1f}  "
                          f"{'all' if figures['all_answered'] else 'NOT ALL'}")
     lines.append("")
+    comparisons = [("rackform", "ipmipower"), ("rackform", "ipmipower+wait"), ("rackform 1 cmd", "ipmipower")]
     for operation, by_tool in summary.items():
+        if operation == "breakdown":
+            continue
         ours = by_tool["rackform"]["best_s"]
-        for reference_tool in ("ipmipower", "ipmipower+wait"):
-            if reference_tool not in by_tool:
+        for our_tool, reference_tool in comparisons:
+            if our_tool not in by_tool or reference_tool not in by_tool:
                 continue
-            ratio = ours / by_tool[reference_tool]["best_s"]
+            ratio = by_tool[our_tool]["best_s"] / by_tool[reference_tool]["best_s"]
             verdict = "meets" if ratio <= STATUS_TARGET_RATIO else "MISSES"
-            lines.append(f"{operation}: rackform / {reference_tool} = {ratio:.2f}x "
+            lines.append(f"{operation}: {our_tool} / {reference_tool} = {ratio:.2f}x "
                          f"({verdict} the {STATUS_TARGET_RATIO}x target)")
         if "ipmitool loop" in by_tool:
             speedup = by_tool["ipmitool loop"]["best_s"] / ours
             verdict = "meets" if speedup >= SEQUENTIAL_TARGET_SPEEDUP else "MISSES"
             lines.append(f"{operation}: sequential ipmitool / rackform = {speedup:.1f}x "
                          f"({verdict} the {SEQUENTIAL_TARGET_SPEEDUP:.0f}x target)")
+    if summary["breakdown"]:
+        breakdown = summary["breakdown"]
+        lines += ["", f"one power on, step by step (median of {breakdown['bmcs']} BMCs, one at a time):"]
+        lines += [f"  {step:<52} {seconds * 1000:6.2f} ms" for step, seconds in breakdown["steps"].items()]
     rackform = summary["status"]["rackform"]
     lines.append(f"rackform controller: {rackform['rss_after_imports_mib']:.1f} MiB after imports, "
                  f"{rackform['peak_rss_mib']:.1f} MiB peak; whole process (start-up + imports + run) "
@@ -378,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the BMCs' chassis hook: a small C program (default when cc is installed), a shell "
                              "script, or the lab's own Python hook")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--child", choices=("status", "on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("status", "on", "off", COMMAND_ONLY, "breakdown"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args.child, args.parallel or 256)
