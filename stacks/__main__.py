@@ -28,8 +28,11 @@ def checked_site(site_name: str):
     return site
 
 
-site = checked_site(pulumi.Config("rackform").get("site") or pulumi.get_stack())
-cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site)))
+config = pulumi.Config("rackform")
+site = checked_site(config.get("site") or pulumi.get_stack())
+nodes = config.get_bool("bareMetalNodes")
+cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site),
+                                                 bare_metal_nodes=True if nodes is None else nodes))
 
 pulumi.export("site", cluster.site)
 pulumi.export("hosts", cluster.hosts)

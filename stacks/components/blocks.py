@@ -1,9 +1,9 @@
 """One component per placed building block (a device of the site design).
 
-The component class follows the block's catalog category (`BLOCK_COMPONENTS`), so
-`pulumi preview` reads like the rack: HciBlock, DgxNode, StorageBlock ... Blocks
-have no children yet; per-node BareMetalNode resources (BMC power, boot device)
-will be parented here.
+The component class follows the block's catalog category (`BLOCK_COMPONENTS`; an
+NVIDIA GPU block is a `DgxNode`, any other GPU server a `GpuServer`), so `pulumi
+preview` reads like the rack: HciBlock, DgxNode, StorageBlock ... Each block's nodes
+that have a BMC get a `BareMetalNode` (stacks/providers/baremetal.py) as its child.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pulumi
 
+from rackform.model.schema import BlockType
 from rackform.model.site import Device, Host, Site
 
 
@@ -124,10 +125,10 @@ class StorageBlock(BuildingBlock):
         return super().block_outputs(args) | {"raw_capacity_tb": args.raw_capacity_tb}
 
 
-class DgxNode(BuildingBlock):
-    """A GPU server (DGX class); exposes its GPU count."""
+class GpuServer(BuildingBlock):
+    """A GPU server; exposes its GPU count."""
 
-    pulumi_type = "rackform:index:DgxNode"
+    pulumi_type = "rackform:index:GpuServer"
 
     gpu_count: pulumi.Output[int]
 
@@ -135,18 +136,30 @@ class DgxNode(BuildingBlock):
         return super().block_outputs(args) | {"gpu_count": args.gpu_count}
 
 
+class DgxNode(GpuServer):
+    """An NVIDIA DGX system; exposes its GPU count."""
+
+    pulumi_type = "rackform:index:DgxNode"
+
+
+DGX_VENDOR = "NVIDIA"
+"""GPU blocks of this catalog vendor are DGX systems (NVIDIA sells its GPUs in others' servers)."""
+
 BLOCK_COMPONENTS: dict[str, type[BuildingBlock]] = {
     "hci": HciBlock,
     "compute": ComputeBlock,
     "storage": StorageBlock,
-    "gpu": DgxNode,
+    "gpu": GpuServer,
 }
 """Catalog category -> component class. Switches are grouped instead (see switches.py)."""
 
 
-def component_for(category: str) -> type[BuildingBlock]:
+def component_for(block: BlockType) -> type[BuildingBlock]:
+    if block.category == "gpu" and block.vendor == DGX_VENDOR:
+        return DgxNode
     try:
-        return BLOCK_COMPONENTS[category]
+        return BLOCK_COMPONENTS[block.category]
     except KeyError:
         known = ", ".join(sorted(BLOCK_COMPONENTS))
-        raise ValueError(f"no component for block category '{category}'; known: {known}") from None
+        raise ValueError(f"no component for block category '{block.category}' (block {block.name}); "
+                         f"known: {known}") from None

@@ -2,13 +2,15 @@
 
     SiteCluster lab
     ├── HciBlock lab-hci-1, StorageBlock lab-stor-1, DgxNode lab-gpu-1 ...
+    │   └── BareMetalNode lab-mgmt-1-bmc ...   (one per node with a BMC, after lab-provision)
     ├── SwitchGroup lab-compute-leaf-r1, lab-compute-spine, lab-oob-r1
     ├── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes
     ├── GpuPlatform lab-platform   (kubeconfig: the secret output of lab-kubernetes)
     └── Playbook lab-verify        (after the platform)
 
-One component per block and per switch group keeps a site's resource count in the
-hundreds (Pulumi previews slow down past about a thousand resources).
+One component per block and per switch group, and one BareMetalNode per server, keep
+a site's resource count in the hundreds (Pulumi previews slow down past about a
+thousand resources).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from components.blocks import BlockArgs, BuildingBlock, block_args, component_fo
 from components.platform import GpuPlatform, GpuPlatformArgs
 from components.stages import stage_chain
 from components.switches import SwitchGroup, switch_groups
+from providers.baremetal import BareMetalNode, BareMetalNodeArgs
 from providers.playbook import Playbook
 
 from rackform.k8s.platform import load_platform
@@ -51,6 +54,10 @@ class SiteClusterArgs:
     """Repo root the stage providers read the design from and render into."""
     stage_digests: Mapping[str, str]
     """Stage name -> digest of the rendered files it reads (`components.stages.stage_digests`)."""
+    bare_metal_nodes: bool = True
+    """One BareMetalNode per server. A site of thousands of servers may turn them off (stack
+    config `rackform:bareMetalNodes: "false"`) to keep previews fast; the provision stage
+    still powers and boots every server."""
 
 
 class SiteCluster(pulumi.ComponentResource):
@@ -69,10 +76,15 @@ class SiteCluster(pulumi.ComponentResource):
         placed = {device.name: block_args(site, device) for device in site.devices() if device.switch is None}
         self.blocks = self._create_blocks(name, site, placed)
         self.switch_groups = self._create_switch_groups(name, site)
-        hardware = [*self.blocks.values(), *self.switch_groups.values()]
+        # The chain starts after the switch groups. Not after the blocks: depending on a
+        # component means waiting for its children, and a block's BareMetalNodes wait for
+        # the provision stage (a cycle); the blocks themselves do nothing to wait for.
         platform = self._platform_maker(name, site, args.root) if site.kubernetes is not None else None
-        self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests, hardware, self, platform)
+        self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests,
+                                           list(self.switch_groups.values()), self, platform)
         self.playbooks = {stage: r for stage, r in self.stage_resources.items() if isinstance(r, Playbook)}
+        self.nodes = (self._create_nodes(name, site, args.root, self.playbooks.get("provision"))
+                      if args.bare_metal_nodes else {})
         self.platform: GpuPlatform | None = self.stage_resources.get("platform")
         self._warn_if_large(name)
         outputs = {
@@ -90,12 +102,35 @@ class SiteCluster(pulumi.ComponentResource):
     def _create_blocks(self, name: str, site: Site, placed: dict[str, BlockArgs]) -> dict[str, BuildingBlock]:
         """One component per placed non-switch device, its class chosen by block category."""
         return {
-            device.name: component_for(device.block.category)(
+            device.name: component_for(device.block)(
                 f"{name}-{device.name}", placed[device.name], pulumi.ResourceOptions(parent=self)
             )
             for device in site.devices()
             if device.name in placed
         }
+
+    def _create_nodes(self, name: str, site: Site, root: str, provision: Playbook | None) -> dict[str, BareMetalNode]:
+        """One BareMetalNode per server with a BMC address, under its block.
+
+        They wait for the provision stage, which hardens each BMC and keeps its rotated
+        password in the site's secret store, where the node's `login: site` finds it.
+        The later stages do not wait for them: a server the provision stage let fail
+        alone (within the site's max_fail_percentage) fails its node resource, not the rest.
+        """
+        after = [provision] if provision is not None else []
+        nodes = {}
+        for device in site.devices():
+            block = self.blocks.get(device.name)
+            for host_name in device.host_names if block is not None else ():
+                host = site.hosts.get(host_name)
+                if host is None or host.bmc_address is None:
+                    continue
+                nodes[host_name] = BareMetalNode(
+                    f"{name}-{host_name}-bmc",
+                    BareMetalNodeArgs(site=site.name, root=root, node=host_name, bmc_address=str(host.bmc_address)),
+                    pulumi.ResourceOptions(parent=block, depends_on=after),
+                )
+        return nodes
 
     def _platform_maker(self, name: str, site: Site, root: str):
         """The platform stage: a GpuPlatform on the cluster the kubernetes-stage Playbook bootstraps."""
@@ -119,12 +154,14 @@ class SiteCluster(pulumi.ComponentResource):
 
     def resource_count(self) -> int:
         platform = 0 if self.platform is None else self.platform.resource_count()
-        return 1 + len(self.blocks) + len(self.switch_groups) + len(self.playbooks) + platform
+        return 1 + len(self.blocks) + len(self.nodes) + len(self.switch_groups) + len(self.playbooks) + platform
 
     def _warn_if_large(self, name: str) -> None:
         count = self.resource_count()
         if count > RESOURCE_WARNING_COUNT:
+            hint = (f" ({len(self.nodes)} of them BareMetalNodes: stack config rackform:bareMetalNodes false "
+                    f"leaves them out)" if self.nodes else "")
             pulumi.log.warn(
-                f"{name}: {count} resources; previews slow down past {RESOURCE_WARNING_COUNT}",
+                f"{name}: {count} resources; previews slow down past {RESOURCE_WARNING_COUNT}{hint}",
                 resource=self,
             )

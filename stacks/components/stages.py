@@ -2,7 +2,7 @@
 
 Ansible stages are `Playbook`s; the `platform` stage (no playbook) is whatever
 `platform` makes from the kubernetes-stage Playbook (the GpuPlatform component).
-Each stage depends on the one before, the first on the site's hardware components,
+Each stage depends on the one before, the first on what `after` names (the switch groups),
 so `pulumi up` runs them in the pipeline's order and a failed stage stops the rest.
 """
 

@@ -4,7 +4,7 @@
     diff     a change of desired power state or boot device is an update; another node
              name is a replacement; where the repo or the BMC's login lives is not a change
     read     (pulumi refresh) the real power state read from the BMC, its power draw,
-             temperatures and firmware; drift (a node switched off by hand) then shows
+             temperatures, firmware and FRU serial and product; drift (a node switched off by hand) then shows
              as an update on the next `pulumi up`
     update   set the boot device if it changed; power to the desired state
     delete   forget the node: dropping it from the program never powers a server off
@@ -39,7 +39,7 @@ from pulumi.dynamic import (
 )
 
 INPUT_KEYS = ("site", "root", "node", "bmc_address", "bmc_port", "power_state", "boot_device", "login")
-OUTPUT_KEYS = ("power_draw_w", "temperatures_c", "firmware")
+OUTPUT_KEYS = ("power_draw_w", "temperatures_c", "firmware", "serial", "product")
 POWER_STATES = ("on", "off")
 BOOT_DEVICES = ("pxe", "disk", "cdrom", "bios", "none")
 LOGINS = ("site", "factory")
@@ -103,6 +103,9 @@ class BareMetalNode(Resource, module="rackform", name="BareMetalNode"):
     power_draw_w: pulumi.Output[float]
     temperatures_c: pulumi.Output[dict]
     firmware: pulumi.Output[str]
+    serial: pulumi.Output[str]
+    """From the BMC's FRU, where it offers one."""
+    product: pulumi.Output[str]
 
     def __init__(self, name: str, args: BareMetalNodeArgs, opts: pulumi.ResourceOptions | None = None):
         props = {key: getattr(args, key) for key in INPUT_KEYS} | dict.fromkeys(OUTPUT_KEYS)
@@ -150,7 +153,7 @@ def observe(props: dict[str, Any]) -> dict[str, Any]:
 
 def _outputs(status) -> dict[str, Any]:
     return {"power_draw_w": status.power_draw_w, "temperatures_c": dict(status.temperatures_c),
-            "firmware": status.firmware}
+            "firmware": status.firmware, "serial": status.inventory.serial, "product": status.inventory.product}
 
 
 def _on_bmc(props: dict[str, Any], operation, what: str):

@@ -357,12 +357,13 @@ def test_provider_create_pxe_boots_the_node_once(provider, root: Path, bmcs, tar
     assert (created.outs["power_state"], host_is_on(info), reimages, bmc.boot_device(info)) == ("on", True, "1", "default")
 
 
-def test_provider_read_returns_real_power_and_sensors(provider, root: Path, bmcs):
+def test_provider_read_returns_real_power_sensors_and_fru(provider, root: Path, bmcs, site: Site):
     info = bmcs["gpu-1"]
     created = provider.create(node_props(root, info))
     ipmitool_power(info, "off")  # switched off behind Pulumi's back
     read = provider.read(created.id, created.outs).outs
     assert (read["power_state"], read["power_draw_w"], read["temperatures_c"]) == ("off", 8500.0, {"Inlet Temp": 22.0})
+    assert (read["serial"], read["product"]) == (site.hosts["gpu-1"].serial, site.hosts["gpu-1"].block.display_name)
 
 
 def test_provider_update_brings_a_drifted_node_back(provider, root: Path, bmcs):

@@ -24,7 +24,7 @@ STACKS = REPO / "stacks"
 if str(STACKS) not in sys.path:
     sys.path.insert(0, str(STACKS))
 
-from components.blocks import BLOCK_COMPONENTS, component_for  # noqa: E402
+from components.blocks import BLOCK_COMPONENTS, DgxNode, component_for  # noqa: E402
 from components.site import NO_CLUSTER_KUBECONFIG, SiteCluster, SiteClusterArgs  # noqa: E402
 from components.stages import ANSIBLE_STAGES  # noqa: E402
 
@@ -34,6 +34,7 @@ from rackform.pipeline import STAGES, DesignRejected, load_and_check  # noqa: E4
 
 PLAYBOOK_TYPE = "pulumi-python:dynamic/rackform:Playbook"
 PLATFORM_TYPE = "rackform:index:GpuPlatform"
+NODE_TYPE = "pulumi-python:dynamic/rackform:BareMetalNode"
 SITES_WITH_STACKS = [
     pytest.param(
         site,
@@ -167,22 +168,39 @@ def test_one_site_cluster_under_the_stack(built: Built):
 def test_every_placed_block_has_the_component_of_its_category(built: Built):
     site, _ = load_and_check(built.site, REPO)
     expected = {
-        f"{site.name}-{device.name}": f"rackform:index:{component_for(device.block.category).__name__}"
+        f"{site.name}-{device.name}": f"rackform:index:{component_for(device.block).__name__}"
         for device in site.devices()
         if device.switch is None
     }
-    block_types = {f"rackform:index:{cls.__name__}" for cls in BLOCK_COMPONENTS.values()}
+    block_types = {f"rackform:index:{cls.__name__}" for cls in (*BLOCK_COMPONENTS.values(), DgxNode)}
     found = {r.name: r.type for r in built.monitor.registered if r.type in block_types}
     assert found == expected
 
 
 def test_every_child_is_parented_to_the_site(built: Built):
-    """Blocks, switch groups and stages; the platform's own objects sit under the platform."""
+    """Blocks, switch groups and stages; the platform's own objects sit under the platform,
+    each node under its block."""
     children = [
         r for r in built.monitor.registered
-        if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster") and r.parent != f"{built.site}-platform"
+        if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster", NODE_TYPE)
+        and r.parent != f"{built.site}-platform"
     ]
     assert {r.parent for r in children} == {built.site}
+
+
+def test_every_server_with_a_bmc_is_a_bare_metal_node_under_its_block(built: Built):
+    site, _ = load_and_check(built.site, REPO)
+    expected = {(f"{site.name}-{host.name}-bmc", f"{site.name}-{host.device.name}", str(host.bmc_address))
+                for host in site.hosts.values() if host.bmc_address is not None}
+    nodes = built.monitor.by_type(NODE_TYPE)
+    assert expected and {(r.name, r.parent, r.inputs["bmc_address"]) for r in nodes} == expected
+
+
+def test_bare_metal_nodes_wait_for_the_provision_stage_and_log_in_from_the_site_store(built: Built):
+    nodes = built.monitor.by_type(NODE_TYPE)
+    assert {tuple(r.dependencies) for r in nodes} == {(f"{built.site}-provision",)}
+    assert {(r.inputs["login"], r.inputs["power_state"], r.inputs["boot_device"]) for r in nodes} == {
+        ("site", "on", "disk")}
 
 
 def test_every_switch_is_in_exactly_one_group(built: Built):
@@ -301,8 +319,16 @@ def test_leaf_pair_is_one_group(lab: Built):
 
 
 def test_unknown_block_category_names_the_known_ones():
+    site, _ = load_and_check("lab", REPO)
     with pytest.raises(ValueError, match="known: compute, gpu, hci, storage"):
-        component_for("switch")
+        component_for(site.switches["leaf-1"].device.block)
+
+
+def test_only_nvidia_gpu_blocks_are_dgx_nodes():
+    site, _ = load_and_check("reference", REPO)
+    gpu_components = {device.block.name: component_for(device.block).__name__
+                      for device in site.devices() if device.block.category == "gpu"}
+    assert gpu_components == {"dgx2": "DgxNode", "vgpu": "GpuServer"}
 
 
 # ---------------------------------------------------------------- the program itself (stacks/__main__.py)
@@ -328,6 +354,12 @@ def run_program(
 def test_program_reads_the_site_from_config(monkeypatch):
     monitor = run_program("production", {"rackform:site": "lab"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
     assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
+
+
+def test_program_creates_bare_metal_nodes_unless_told_not_to(monkeypatch):
+    default = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    without = run_program("lab", {"rackform:bareMetalNodes": "false"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert (len(default.by_type(NODE_TYPE)), len(without.by_type(NODE_TYPE))) == (6, 0)
 
 
 def test_program_defaults_to_the_stack_name(monkeypatch):
