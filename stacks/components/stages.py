@@ -2,8 +2,9 @@
 
 Ansible stages are `Playbook`s; the `platform` stage (no playbook) is whatever
 `platform` makes from the kubernetes-stage Playbook (the GpuPlatform component).
-Each stage depends on the one before, the first on what `after` names (the switch groups),
-so `pulumi up` runs them in the pipeline's order and a failed stage stops the rest.
+Each stage depends on the one before (and on what `waits` adds for it: the fabric stage
+waits for the Onyx switches' SwitchConfig pushes), so `pulumi up` runs them in the
+pipeline's order and a failed stage stops the rest.
 """
 
 from __future__ import annotations
@@ -33,17 +34,17 @@ def stage_chain(
     site_name: str,
     root: str,
     digests: Mapping[str, str],
-    after: Sequence[pulumi.Resource],
     parent: pulumi.Resource,
     platform: Callable[[Playbook], pulumi.Resource] | None = None,
+    waits: Mapping[str, Sequence[pulumi.Resource]] | None = None,
 ) -> dict[str, pulumi.Resource]:
-    """Create the stage resources, each depending on the previous one.
+    """Create the stage resources, each depending on the previous one and on `waits[stage]`.
 
     `platform` gets the Playbook before it (the bootstrap, holding the kubeconfig);
     without it (a site without Kubernetes) the platform stage is left out.
     """
     stages: dict[str, pulumi.Resource] = {}
-    previous: list[pulumi.Resource] = list(after)
+    previous: list[pulumi.Resource] = []
     for stage in STAGES:
         if stage.playbook is None:
             if platform is not None and isinstance(previous[-1], Playbook):
@@ -51,7 +52,7 @@ def stage_chain(
                 previous = [stages[stage.name]]
             continue
         args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name])
-        opts = pulumi.ResourceOptions(parent=parent, depends_on=previous)
+        opts = pulumi.ResourceOptions(parent=parent, depends_on=[*previous, *(waits or {}).get(stage.name, ())])
         stages[stage.name] = Playbook(f"{name}-{stage.name}", args, opts)
         previous = [stages[stage.name]]
     return stages

@@ -35,6 +35,7 @@ from rackform.pipeline import STAGES, DesignRejected, load_and_check  # noqa: E4
 PLAYBOOK_TYPE = "pulumi-python:dynamic/rackform:Playbook"
 PLATFORM_TYPE = "rackform:index:GpuPlatform"
 NODE_TYPE = "pulumi-python:dynamic/rackform:BareMetalNode"
+SWITCH_CONFIG_TYPE = "pulumi-python:dynamic/rackform:SwitchConfig"
 SITES_WITH_STACKS = [
     pytest.param(
         site,
@@ -179,10 +180,10 @@ def test_every_placed_block_has_the_component_of_its_category(built: Built):
 
 def test_every_child_is_parented_to_the_site(built: Built):
     """Blocks, switch groups and stages; the platform's own objects sit under the platform,
-    each node under its block."""
+    each node under its block, each switch configuration under its switch group."""
     children = [
         r for r in built.monitor.registered
-        if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster", NODE_TYPE)
+        if r.type not in ("pulumi:pulumi:Stack", "rackform:index:SiteCluster", NODE_TYPE, SWITCH_CONFIG_TYPE)
         and r.parent != f"{built.site}-platform"
     ]
     assert {r.parent for r in children} == {built.site}
@@ -222,10 +223,22 @@ def waited_for(built: Built, resource: Registration) -> set[str]:
 
 
 def test_each_stage_depends_on_the_previous_one(built: Built):
+    """And the fabric stage also on the switch configurations rackform pushes (Onyx)."""
     stages = [r for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
+    pushed = {r.name for r in built.monitor.by_type(SWITCH_CONFIG_TYPE)}
     chain = [(r.name, set(r.dependencies)) for r in stages]
-    expected = [(s.name, waited_for(built, previous)) for previous, s in zip(stages, stages[1:])]
+    expected = [(s.name, waited_for(built, previous) | (pushed if s.name.endswith("-fabric") else set()))
+                for previous, s in zip(stages, stages[1:])]
     assert chain[1:] == expected
+
+
+def test_onyx_switches_get_a_switch_config_under_their_group(built: Built):
+    site, _ = load_and_check(built.site, REPO)
+    onyx = {f"{site.name}-{name}-config" for name, switch in site.switches.items() if switch.os == "onyx"}
+    configs = built.monitor.by_type(SWITCH_CONFIG_TYPE)
+    assert {r.name for r in configs} == onyx
+    assert all(r.parent.startswith(f"{site.name}-") and r.inputs["os"] == "onyx"
+               and "dcb priority-flow-control" in "".join(r.inputs["config"].values()) for r in configs)
 
 
 def test_the_platform_stage_sits_between_kubernetes_and_verify(built: Built):
