@@ -13,44 +13,14 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
+
 SITE = "labtest"
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 GROUPING_DISTS = ("loadfile", "loadscope")  # both keep a module on one worker
 
-SITE_YAML = """\
-site: labtest
-description: Lifecycle tests - two HCI hosts on one Cumulus leaf
-power_basis: max
-racks:
-  - name: r1
-    height_u: 42
-    power_budget_w: 30000
-    devices:
-      - {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2]}
-      - name: leaf-1
-        block: sn2700
-        position_u: 40
-        switch: {role: leaf, os: cumulus, fabric: compute, asn: 65101}
-networks:
-  - {name: mgmt, purpose: management, prefix: 10.99.0.0/24, gateway: 10.99.0.1}
-  - {name: oob, purpose: oob, prefix: 10.99.1.0/24}
-  - {name: compute, purpose: compute_fabric, prefix: 10.98.0.0/16}
-fabric:
-  no_single_point_of_failure: false
-  roce: {priority: 3, dscp: 26, cnp_priority: 6, cnp_dscp: 48}
-  switch:
-    trust: dscp
-    pfc_priorities: [3]
-    dscp_to_priority: {26: 3, 48: 6}
-    ecn: {enabled: true, min_kb: 150, max_kb: 1500}
-    pfc_watchdog: true
-    mtu: 9216
-  host: {trust: dscp, pfc_priorities: [3], roce_tos: 106, ecn: true, mtu: 9000}
-cabling:
-  - {a: node-1:fab0, b: leaf-1:swp1}
-  - {a: node-2:fab0, b: leaf-1:swp2}
-"""
+SITE_YAML = two_hosts_on_a_leaf(SITE, "Lifecycle tests - two HCI hosts on one Cumulus leaf",
+                                networks("10.99.0.0/24", "10.99.1.0/24", "10.98.0.0/16"))
 
 HOST_VARS = """\
 management_address: 10.99.0.{n}
@@ -66,14 +36,6 @@ LEAF_VARS = """\
 management_address: 10.99.0.201
 management_mac: "02:63:00:00:00:c9"
 serial: LABTEST-LEAF-1
-"""
-
-GROUP_VARS = """\
-ansible_user: root
-ntp_servers: [10.99.0.1]
-dns_servers: [10.99.0.1]
-timezone: Etc/UTC
-domain: labtest.rackform.test
 """
 
 
@@ -108,17 +70,6 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def labtest_root(tmp_path_factory) -> Path:
     """A repo root holding the real catalog and the `labtest` site with its inventory."""
-    root = tmp_path_factory.mktemp("labtest-root")
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    (root / "topologies" / "sites").mkdir()
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    node-1:\n    node-2:\n    leaf-1:\n")
-    (inventory / "group_vars" / "all.yml").write_text(GROUP_VARS)
-    for n in (1, 2):
-        (inventory / "host_vars" / f"node-{n}.yml").write_text(HOST_VARS.format(n=10 + n))
-    (inventory / "host_vars" / "leaf-1.yml").write_text(LEAF_VARS)
-    return root
+    host_vars = {f"node-{n}": HOST_VARS.format(n=10 + n) for n in (1, 2)} | {"leaf-1": LEAF_VARS}
+    return build_site(tmp_path_factory.mktemp("labtest-root"), SITE, SITE_YAML, host_vars,
+                      group_vars(SITE, "10.99.0.1"))

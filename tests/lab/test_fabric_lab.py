@@ -34,6 +34,7 @@ from rackform.model.loader import load_site
 from rackform.pipeline import load_and_check
 from rackform.render import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from sitebuilder import build_site
 
 pytestmark = pytest.mark.lab
 
@@ -72,21 +73,12 @@ def fabtest_design() -> str:
 
 
 def write_fabtest(root: Path, design: str) -> Path:
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    (root / "topologies" / "sites").mkdir(parents=True)
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(design)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    machines = (*SERVERS, *SWITCHES)
-    (inventory / "hosts.yml").write_text("all:\n  hosts:\n" + "".join(f"    {name}:\n" for name in machines))
-    group_vars = moved((REPO_ROOT / "inventories/lab/group_vars/all.yml").read_text())
-    (inventory / "group_vars" / "all.yml").write_text(group_vars.replace("lab.rackform.test", "fabtest.rackform.test"))
-    for name in machines:
-        host_vars = moved((REPO_ROOT / "inventories/lab/host_vars" / f"{name}.yml").read_text())
-        (inventory / "host_vars" / f"{name}.yml").write_text(host_vars.replace("LAB-", "FABTEST-"))
-    return root
+    """`design` with the lab's inventory for fabtest's machines, moved and renamed like the design."""
+    inventory = REPO_ROOT / "inventories" / "lab"
+    host_vars = {name: moved((inventory / "host_vars" / f"{name}.yml").read_text()).replace("LAB-", "FABTEST-")
+                 for name in (*SERVERS, *SWITCHES)}
+    group_vars = moved((inventory / "group_vars" / "all.yml").read_text())
+    return build_site(root, SITE, design, host_vars, group_vars.replace("lab.rackform.test", "fabtest.rackform.test"))
 
 
 def _skip_reason() -> str | None:

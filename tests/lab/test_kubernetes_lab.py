@@ -26,42 +26,20 @@ from rackform.model.loader import load_site
 from rackform.pipeline import build_dir
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
 pytestmark = pytest.mark.lab
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = "k8stest"
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 CONTROL_PLANE, GPU_NODE = "cp-1", "gpu-1"
 CONFIG = "/etc/containerd/config.toml"
 FACT = "/etc/ansible/facts.d/rackform_kubernetes.fact"
 
-SITE_YAML = """\
-site: k8stest
-description: Kubernetes stage tests - one control-plane host and one GPU node
-power_basis: max
-racks:
-  - name: r1
-    height_u: 42
-    power_budget_w: 30000
-    devices:
-      - {name: hci-1, block: hci, position_u: 1, hosts: [cp-1]}
-      - {name: gpu-1, block: dgx-h100, position_u: 7}
-networks:
-  - {name: mgmt, purpose: management, prefix: 10.67.0.0/24, gateway: 10.67.0.1}
-  - {name: oob, purpose: oob, prefix: 10.67.1.0/24}
-  - {name: compute, purpose: compute_fabric, prefix: 10.67.128.0/17}
-fabric:
-  no_single_point_of_failure: false
-  roce: {priority: 3, dscp: 26, cnp_priority: 6, cnp_dscp: 48}
-  switch:
-    trust: dscp
-    pfc_priorities: [3]
-    dscp_to_priority: {26: 3, 48: 6}
-    ecn: {enabled: true, min_kb: 150, max_kb: 1500}
-    pfc_watchdog: true
-    mtu: 9216
-  host: {trust: dscp, pfc_priorities: [3], roce_tos: 106, ecn: true, mtu: 9000}
+SITE_YAML = one_rack_site(SITE, "Kubernetes stage tests - one control-plane host and one GPU node", """\
+- {name: hci-1, block: hci, position_u: 1, hosts: [cp-1]}
+- {name: gpu-1, block: dgx-h100, position_u: 7}
+""", networks("10.67.0.0/24", "10.67.1.0/24", "10.67.128.0/17") + ROCE_FABRIC + """\
 cabling: []
 kubernetes:
   version: "1.31.4"
@@ -70,7 +48,7 @@ kubernetes:
   pod_prefix: 10.67.64.0/18
   service_prefix: 10.67.32.0/20
   cni: calico
-"""
+""")
 
 HOST_VARS = """\
 management_address: 10.67.0.{n}
@@ -78,15 +56,6 @@ management_mac: "02:43:00:00:00:{n:02x}"
 bmc_address: 10.67.1.{n}
 bmc_mac: "02:43:01:00:00:{n:02x}"
 serial: K8STEST-{n}
-"""
-
-GROUP_VARS = f"""\
-ansible_user: root
-ansible_ssh_private_key_file: {state.LABS_DIR / SITE / 'ssh' / 'id_ed25519'}
-ntp_servers: [10.67.0.1]
-dns_servers: [10.67.0.1]
-timezone: Etc/UTC
-domain: k8stest.rackform.test
 """
 
 
@@ -110,21 +79,8 @@ def _xdist_mode(config: pytest.Config) -> str:
 
 def write_site(root: Path) -> Path:
     """A repo root holding the real catalog and the `k8stest` site with its inventory."""
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    # Shared design files beside the catalog (the platform's version matrix) where the repo has them.
-    for shared in (REPO_ROOT / "topologies").glob("*.yaml"):
-        shutil.copy(shared, root / "topologies" / shared.name)
-    (root / "topologies" / "sites").mkdir()
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    (inventory / "hosts.yml").write_text(f"all:\n  hosts:\n    {CONTROL_PLANE}:\n    {GPU_NODE}:\n")
-    (inventory / "group_vars" / "all.yml").write_text(GROUP_VARS)
-    for n, host in ((11, CONTROL_PLANE), (21, GPU_NODE)):
-        (inventory / "host_vars" / f"{host}.yml").write_text(HOST_VARS.format(n=n))
-    return root
+    host_vars = {CONTROL_PLANE: HOST_VARS.format(n=11), GPU_NODE: HOST_VARS.format(n=21)}
+    return build_site(root, SITE, SITE_YAML, host_vars, group_vars(SITE, "10.67.0.1", lab_key=True))
 
 
 class Runs:

@@ -31,6 +31,7 @@ from rackform.model.loader import load_site
 from rackform.render import render_project
 from rackform.run.ansible import RunResult, run_playbook
 from rackform.secrets import SiteVault
+from sitebuilder import build_site, networks, one_rack_site
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-provision")]
 
@@ -44,24 +45,10 @@ POWER_TASK = "Set the next boot device, then the power state, each read back fro
 HARDEN_TASK = "Harden the BMC (site admin with the vault password; null and factory users disabled)"
 IPMI15_PASSWORD_BYTES = 16  # what ipmi_sim keeps of a password (OpenIPMI copies 16 bytes)
 
-SITE_YAML = """\
-site: provtest
-description: Provision tests - six HCI nodes with factory-default BMCs
-power_basis: max
-racks:
-  - name: r1
-    height_u: 42
-    power_budget_w: 30000
-    devices:
-      - {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2, node-3, node-4]}
-      - {name: hci-2, block: hci, position_u: 3, hosts: [node-5, node-6]}
-networks:
-  - {name: mgmt, purpose: management, prefix: 10.61.0.0/24, gateway: 10.61.0.1}
-  - {name: oob, purpose: oob, prefix: 10.61.1.0/24}
-  - {name: compute, purpose: compute_fabric, prefix: 10.61.16.0/20}
-fabric:
-  no_single_point_of_failure: false
-"""
+SITE_YAML = one_rack_site(SITE, "Provision tests - six HCI nodes with factory-default BMCs", """\
+- {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2, node-3, node-4]}
+- {name: hci-2, block: hci, position_u: 3, hosts: [node-5, node-6]}
+""", networks("10.61.0.0/24", "10.61.1.0/24", "10.61.16.0/20") + "fabric:\n  no_single_point_of_failure: false\n")
 
 HOST_VARS = """\
 management_address: 10.61.0.{n}
@@ -81,19 +68,9 @@ def site_root(tmp_path_factory) -> Path:
         pytest.skip(f"needs {', '.join(missing)} (apt: openipmi ipmitool util-linux)")
     if os.geteuid() != 0:
         pytest.skip("the lab's BMCs need root (network namespaces)")
-    root = tmp_path_factory.mktemp("provtest-root")
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    (root / "topologies" / "sites").mkdir()
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    (inventory / "hosts.yml").write_text("all:\n  hosts:\n" + "".join(f"    {h}:\n" for h in HOSTS))
-    (inventory / "group_vars" / "all.yml").write_text("ansible_user: root\ndomain: provtest.rackform.test\n")
-    for number, host in enumerate(HOSTS, 11):
-        (inventory / "host_vars" / f"{host}.yml").write_text(HOST_VARS.format(n=number))
-    return root
+    host_vars = {host: HOST_VARS.format(n=number) for number, host in enumerate(HOSTS, 11)}
+    return build_site(tmp_path_factory.mktemp("provtest-root"), SITE, SITE_YAML, host_vars,
+                      f"ansible_user: root\ndomain: {SITE}.rackform.test\n")
 
 
 @pytest.fixture(scope="module")

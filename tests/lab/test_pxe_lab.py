@@ -37,10 +37,10 @@ from rackform.lab.state import LabState
 from rackform.model.loader import load_site
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
 pytestmark = pytest.mark.lab
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = "pxetest"
 LOCK_FILE = Path(tempfile.gettempdir()) / f"rackform-test-{SITE}.lock"
 PXE_HOST, CLIENT = "node-1", "node-2"
@@ -55,33 +55,9 @@ NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "set
 MIRROR_PACKAGES = ("dnsmasq-base", "ipxe", "libnetfilter-conntrack3", "libnfnetlink0", "libnftables1",
                    "libnftnl11", "libjansson4")
 
-SITE_YAML = """\
-site: pxetest
-description: PXE lab test - one HCI host serves DHCP and TFTP to the other
-power_basis: max
-racks:
-  - name: r1
-    height_u: 42
-    power_budget_w: 30000
-    devices:
-      - {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2]}
-networks:
-  - {name: mgmt, purpose: management, prefix: 10.64.0.0/24, gateway: 10.64.0.1}
-  - {name: oob, purpose: oob, prefix: 10.64.1.0/24}
-  - {name: compute, purpose: compute_fabric, prefix: 10.64.16.0/20}
-fabric:
-  no_single_point_of_failure: false
-  roce: {priority: 3, dscp: 26, cnp_priority: 6, cnp_dscp: 48}
-  switch:
-    trust: dscp
-    pfc_priorities: [3]
-    dscp_to_priority: {26: 3, 48: 6}
-    ecn: {enabled: true, min_kb: 150, max_kb: 1500}
-    pfc_watchdog: true
-    mtu: 9216
-  host: {trust: dscp, pfc_priorities: [3], roce_tos: 106, ecn: true, mtu: 9000}
-cabling: []
-"""
+SITE_YAML = one_rack_site(SITE, "PXE lab test - one HCI host serves DHCP and TFTP to the other", """\
+- {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2]}
+""", networks("10.64.0.0/24", "10.64.1.0/24", "10.64.16.0/20") + ROCE_FABRIC + "cabling: []\n")
 
 HOST_VARS = """\
 management_address: 10.64.0.{n}
@@ -89,14 +65,6 @@ management_mac: "02:64:00:00:00:{n:02x}"
 bmc_address: 10.64.1.{n}
 bmc_mac: "02:64:01:00:00:{n:02x}"
 serial: PXETEST-{n}
-"""
-
-GROUP_VARS = """\
-ansible_user: root
-ntp_servers: [10.64.0.1]
-dns_servers: [10.64.0.1]
-timezone: Etc/UTC
-domain: pxetest.rackform.test
 """
 
 # dhclient configurations that make node-2 look like each kind of network boot firmware.
@@ -147,19 +115,9 @@ def _skip_reason() -> str | None:
 @pytest.fixture(scope="module")
 def pxe_root(tmp_path_factory) -> Path:
     """A repo root holding the real catalog and the `pxetest` site with its inventory."""
-    root = tmp_path_factory.mktemp("pxetest-root")
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    (root / "topologies" / "sites").mkdir()
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    node-1:\n    node-2:\n")
-    (inventory / "group_vars" / "all.yml").write_text(GROUP_VARS)
-    for n in (1, 2):
-        (inventory / "host_vars" / f"node-{n}.yml").write_text(HOST_VARS.format(n=10 + n))
-    return root
+    host_vars = {f"node-{n}": HOST_VARS.format(n=10 + n) for n in (1, 2)}
+    return build_site(tmp_path_factory.mktemp("pxetest-root"), SITE, SITE_YAML, host_vars,
+                      group_vars(SITE, BRIDGE_ADDRESS))
 
 
 @pytest.fixture(scope="module")

@@ -24,48 +24,17 @@ from rackform.render.project import render_project
 from rackform.run.ansible import run_playbook
 from rackform.run.verify import VerifyReport, verify
 from rackform.secrets import ensure_site_vault
+from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
 
 pytestmark = pytest.mark.lab
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = "vtest"
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 DEPLOYED_STAGES = ("provision", "os")
 BROKEN_HOST, BROKEN_PORT, BROKEN_MTU = "node-1", "fab0", 1500
 
-SITE_YAML = """\
-site: vtest
-description: Verify tests - two HCI hosts on one Cumulus leaf
-power_basis: max
-racks:
-  - name: r1
-    height_u: 42
-    power_budget_w: 30000
-    devices:
-      - {name: hci-1, block: hci, position_u: 1, hosts: [node-1, node-2]}
-      - name: leaf-1
-        block: sn2700
-        position_u: 40
-        switch: {role: leaf, os: cumulus, fabric: compute, asn: 65101}
-networks:
-  - {name: mgmt, purpose: management, prefix: 10.87.0.0/24, gateway: 10.87.0.1}
-  - {name: oob, purpose: oob, prefix: 10.87.1.0/24}
-  - {name: compute, purpose: compute_fabric, prefix: 10.86.0.0/16}
-fabric:
-  no_single_point_of_failure: false
-  roce: {priority: 3, dscp: 26, cnp_priority: 6, cnp_dscp: 48}
-  switch:
-    trust: dscp
-    pfc_priorities: [3]
-    dscp_to_priority: {26: 3, 48: 6}
-    ecn: {enabled: true, min_kb: 150, max_kb: 1500}
-    pfc_watchdog: true
-    mtu: 9216
-  host: {trust: dscp, pfc_priorities: [3], roce_tos: 106, ecn: true, mtu: 9000}
-cabling:
-  - {a: node-1:fab0, b: leaf-1:swp1}
-  - {a: node-2:fab0, b: leaf-1:swp2}
-"""
+SITE_YAML = two_hosts_on_a_leaf(SITE, "Verify tests - two HCI hosts on one Cumulus leaf",
+                                networks("10.87.0.0/24", "10.87.1.0/24", "10.86.0.0/16"))
 
 HOST_VARS = """\
 management_address: 10.87.0.{n}
@@ -81,16 +50,6 @@ LEAF_VARS = """\
 management_address: 10.87.0.201
 management_mac: "02:57:00:00:00:c9"
 serial: VTEST-LEAF-1
-"""
-
-# The lab's own key, where `rackform lab up` keeps it (never in the repo).
-GROUP_VARS = f"""\
-ansible_user: root
-ansible_ssh_private_key_file: {state.LABS_DIR / SITE / 'ssh' / 'id_ed25519'}
-ntp_servers: [10.87.0.1]
-dns_servers: [10.87.0.1]
-timezone: Etc/UTC
-domain: vtest.rackform.test
 """
 
 
@@ -116,19 +75,9 @@ def _xdist_mode(config: pytest.Config) -> str:
 
 def write_site(root: Path) -> Path:
     """A repo root holding the real catalog and the `vtest` site with its inventory."""
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    (root / "topologies" / "sites").mkdir()
-    (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(SITE_YAML)
-    inventory = root / "inventories" / SITE
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "group_vars").mkdir()
-    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    node-1:\n    node-2:\n    leaf-1:\n")
-    (inventory / "group_vars" / "all.yml").write_text(GROUP_VARS)
-    for n in (1, 2):
-        (inventory / "host_vars" / f"node-{n}.yml").write_text(HOST_VARS.format(n=10 + n))
-    (inventory / "host_vars" / "leaf-1.yml").write_text(LEAF_VARS)
-    return root
+    host_vars = {f"node-{n}": HOST_VARS.format(n=10 + n) for n in (1, 2)} | {"leaf-1": LEAF_VARS}
+    # The lab's own key, where `rackform lab up` keeps it (never in the repo).
+    return build_site(root, SITE, SITE_YAML, host_vars, group_vars(SITE, "10.87.0.1", lab_key=True))
 
 
 @pytest.fixture(scope="module")
