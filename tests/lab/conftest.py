@@ -6,18 +6,14 @@ site, so the tests never touch a lab a person has up. It uses the repo's real ca
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from labenv import skip_reason
 from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
 
 SITE = "labtest"
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
-GROUPING_DISTS = ("loadfile", "loadscope")  # both keep a module on one worker
 
 SITE_YAML = two_hosts_on_a_leaf(SITE, "Lifecycle tests - two HCI hosts on one Cumulus leaf",
                                 networks("10.99.0.0/24", "10.99.1.0/24", "10.98.0.0/16"))
@@ -39,29 +35,9 @@ serial: LABTEST-LEAF-1
 """
 
 
-def _skip_reason(config) -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    # Under xdist the module's one lab must stay on one worker, else two workers race on it.
-    if os.environ.get("PYTEST_XDIST_WORKER") and _xdist_mode(config) not in GROUPING_DISTS:
-        return "under xdist the lab tests need --dist loadfile (or run: pytest -m lab tests/lab)"
-    return None
-
-
-def _xdist_mode(config) -> str:
-    """The controller's --dist (workers see only `no` in their own options)."""
-    argv = [*getattr(config, "workerinput", {}).get("mainargv", []), *config.getini("addopts"),
-            *os.environ.get("PYTEST_ADDOPTS", "").split()]
-    modes = re.findall(r"--dist[= ](\w+)", " ".join(argv))
-    return modes[-1] if modes else "load"
-
-
 def pytest_collection_modifyitems(config, items):
     """Tests that bring up `labtest` need root and the lab's tools; skip them, saying why, otherwise."""
-    reason = _skip_reason(config)
+    reason = skip_reason(config)
     for item in items:
         if reason and "labtest_root" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.skip(reason=reason))

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from rackform import cli
 from rackform.lab import lab, nodes, state
 from rackform.pipeline import STAGES as PIPELINE_STAGES
 from rackform.run.progress import ProgressDisplay
+from labenv import skip_reason
 
 pytestmark = pytest.mark.lab
 
@@ -33,7 +32,6 @@ SITE = "lab"
 VICTIM = "gpu-2"
 # Every Ansible stage, as a plain `rackform deploy lab` runs them (platform is Pulumi's).
 STAGES = [stage.name for stage in PIPELINE_STAGES if stage.playbook]
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 READY_TIMEOUT_S = 120.0
 
 
@@ -65,20 +63,9 @@ def rackform_deploy() -> Deployed:
     return deployed
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return "brings the shared `lab` site up and down: run it on one worker (-p no:xdist)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def lab_up():
-    reason = _skip_reason()
+    reason = skip_reason(single_worker="the shared `lab` site")
     if reason:
         pytest.skip(reason)
     quiet = lambda line: None  # noqa: E731

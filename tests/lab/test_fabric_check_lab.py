@@ -28,28 +28,17 @@ from rackform.model.loader import load_site
 from rackform.model.site import Site
 from rackform.render.project import render_project
 from rackform.run.ansible import run_playbook
+from labenv import skip_reason
 
 pytestmark = pytest.mark.lab
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE_FILES = REPO_ROOT / "tests" / "unit" / "data" / "fabric_check" / "site"
 SITE = "chktest"
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 SETTLE_TIMEOUT_S = 180.0
 HOST_LINK_1, HOST_LINK_2 = "node-1:fab0 - leaf-1:swp1", "node-2:fab0 - leaf-1:swp2"
 UPLINK = "leaf-1:swp31 - spine-1:swp1"
 QOS_FILE = "/etc/cumulus/datapath/qos/qos_features.conf"
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return "brings the chktest lab up and down: run it on one worker (-p no:xdist)"
-    return None
 
 
 def wait_for(condition: Callable[[], object], timeout_s: float, what: str):
@@ -83,7 +72,7 @@ def site(root) -> Site:
 
 @pytest.fixture(scope="module")
 def lab_up(root):
-    reason = _skip_reason()
+    reason = skip_reason(single_worker="the chktest lab")
     if reason:
         pytest.skip(reason)
     take_down()  # sweeps what a run that died earlier left

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from rackform.model.loader import load_site
 from rackform.pipeline import load_and_check
 from rackform.render import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from labenv import skip_reason
 from sitebuilder import build_site
 
 pytestmark = pytest.mark.lab
@@ -47,7 +47,6 @@ BGP_SESSIONS = (("leaf-1", "swp31"), ("leaf-2", "swp31"), ("spine-1", "swp1"), (
 ADDRESS_MOVES = (("10.10.0.", "10.65.0."), ("10.10.1.", "10.65.1."), ("10.20.0.0/16", "10.65.16.0/20"),
                  ("10.20.1.", "10.65.17."), ("10.20.2.", "10.65.18."), ('"02:0a:', '"02:41:'))
 PLAYBOOKS = ("validate.yml", "fabric.yml", "os.yml")
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 ONYX_PASSWORD = "lab-only-password"
 BGP_TIMEOUT_S = 90.0
 
@@ -81,17 +80,6 @@ def write_fabtest(root: Path, design: str) -> Path:
     return build_site(root, SITE, design, host_vars, group_vars.replace("lab.rackform.test", "fabtest.rackform.test"))
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return "brings the fabtest lab up and down: run it on one worker (-p no:xdist)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
     return write_fabtest(tmp_path_factory.mktemp("fabtest-root"), fabtest_design())
@@ -99,7 +87,7 @@ def root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def lab_up(root):
-    reason = _skip_reason()
+    reason = skip_reason(single_worker="the fabtest lab")
     if reason:
         pytest.skip(reason)
     quiet = lambda line: None  # noqa: E731

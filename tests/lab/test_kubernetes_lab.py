@@ -12,9 +12,6 @@ a local fact. The lab always goes down again.
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -26,12 +23,12 @@ from rackform.model.loader import load_site
 from rackform.pipeline import build_dir
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from labenv import skip_reason
 from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
 pytestmark = pytest.mark.lab
 
 SITE = "k8stest"
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 CONTROL_PLANE, GPU_NODE = "cp-1", "gpu-1"
 CONFIG = "/etc/containerd/config.toml"
 FACT = "/etc/ansible/facts.d/rackform_kubernetes.fact"
@@ -59,24 +56,6 @@ serial: K8STEST-{n}
 """
 
 
-def _skip_reason(config: pytest.Config) -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    if os.environ.get("PYTEST_XDIST_WORKER") and _xdist_mode(config) not in ("loadfile", "loadscope"):
-        return "under xdist the lab tests need --dist loadfile (or run: pytest -p no:xdist -m lab tests/lab)"
-    return None
-
-
-def _xdist_mode(config: pytest.Config) -> str:
-    argv = [*getattr(config, "workerinput", {}).get("mainargv", []), *config.getini("addopts"),
-            *os.environ.get("PYTEST_ADDOPTS", "").split()]
-    modes = re.findall(r"--dist[= ](\w+)", " ".join(argv))
-    return modes[-1] if modes else "load"
-
-
 def write_site(root: Path) -> Path:
     """A repo root holding the real catalog and the `k8stest` site with its inventory."""
     host_vars = {CONTROL_PLANE: HOST_VARS.format(n=11), GPU_NODE: HOST_VARS.format(n=21)}
@@ -91,7 +70,7 @@ class Runs:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, pytestconfig):
     """`k8stest` up, validate.yml then kubernetes.yml twice; down afterwards, always."""
-    reason = _skip_reason(pytestconfig)
+    reason = skip_reason(pytestconfig)
     if reason:
         pytest.skip(reason)
     root = write_site(tmp_path_factory.mktemp("k8stest-root"))

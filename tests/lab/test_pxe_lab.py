@@ -20,9 +20,7 @@ import functools
 import hashlib
 import http.server
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -37,6 +35,7 @@ from rackform.lab.state import LabState
 from rackform.model.loader import load_site
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from labenv import skip_reason
 from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
 pytestmark = pytest.mark.lab
@@ -49,8 +48,7 @@ CLIENT_ADDRESS = "10.64.0.12"
 CLIENT_MAC = "02:64:00:00:00:0c"
 UNKNOWN_MAC = "02:64:00:00:00:99"
 BRIDGE_ADDRESS = "10.64.0.1"
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter",
-                "apt-get", "dpkg-deb")
+EXTRA_TOOLS = ("apt-get", "dpkg-deb")  # to build the package mirror the role installs from
 # What the role installs, and what the lab's base image lacks of their dependencies.
 MIRROR_PACKAGES = ("dnsmasq-base", "ipxe", "libnetfilter-conntrack3", "libnfnetlink0", "libnftables1",
                    "libnftnl11", "libjansson4")
@@ -103,15 +101,6 @@ print(json.dumps({"size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
 
 # --- the site, the lab, the mirror ---------------------------------------------------------
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def pxe_root(tmp_path_factory) -> Path:
     """A repo root holding the real catalog and the `pxetest` site with its inventory."""
@@ -123,7 +112,7 @@ def pxe_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def debs(tmp_path_factory) -> Path:
     """The role's packages as a flat apt repository (Packages index beside the .debs)."""
-    reason = _skip_reason()
+    reason = skip_reason(extra_tools=EXTRA_TOOLS)
     if reason:
         pytest.skip(reason)
     folder = tmp_path_factory.mktemp("pxetest-mirror")
@@ -149,7 +138,7 @@ def packages_index(folder: Path) -> str:
 @pytest.fixture(scope="module")
 def lab_up(pxe_root: Path, debs: Path):
     """The `pxetest` lab, up for the module and down afterwards, whatever happens."""
-    reason = _skip_reason()
+    reason = skip_reason(extra_tools=EXTRA_TOOLS)
     if reason:
         pytest.skip(reason)
     quiet = lambda line: None  # noqa: E731

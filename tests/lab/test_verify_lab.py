@@ -10,9 +10,6 @@ machine. The lab always goes down again. `vtest` has its own name and addresses
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,12 +21,12 @@ from rackform.render.project import render_project
 from rackform.run.ansible import run_playbook
 from rackform.run.verify import VerifyReport, verify
 from rackform.secrets import ensure_site_vault
+from labenv import skip_reason
 from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
 
 pytestmark = pytest.mark.lab
 
 SITE = "vtest"
-NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen", "setsid", "nsenter")
 DEPLOYED_STAGES = ("provision", "os")
 BROKEN_HOST, BROKEN_PORT, BROKEN_MTU = "node-1", "fab0", 1500
 
@@ -53,26 +50,6 @@ serial: VTEST-LEAF-1
 """
 
 
-def _skip_reason(config: pytest.Config) -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    missing = [tool for tool in NEEDED_TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (apt: systemd-container debootstrap)"
-    # The module's one lab must stay on one worker: two workers would bring it up twice.
-    if os.environ.get("PYTEST_XDIST_WORKER") and _xdist_mode(config) not in ("loadfile", "loadscope"):
-        return "under xdist the lab tests need --dist loadfile (or run: pytest -p no:xdist -m lab tests/lab)"
-    return None
-
-
-def _xdist_mode(config: pytest.Config) -> str:
-    """The controller's --dist (workers see only `no` in their own options)."""
-    argv = [*getattr(config, "workerinput", {}).get("mainargv", []), *config.getini("addopts"),
-            *os.environ.get("PYTEST_ADDOPTS", "").split()]
-    modes = re.findall(r"--dist[= ](\w+)", " ".join(argv))
-    return modes[-1] if modes else "load"
-
-
 def write_site(root: Path) -> Path:
     """A repo root holding the real catalog and the `vtest` site with its inventory."""
     host_vars = {f"node-{n}": HOST_VARS.format(n=10 + n) for n in (1, 2)} | {"leaf-1": LEAF_VARS}
@@ -83,7 +60,7 @@ def write_site(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory, pytestconfig) -> Path:
     """The `vtest` lab up, its project rendered and its stages run; down afterwards."""
-    reason = _skip_reason(pytestconfig)
+    reason = skip_reason(pytestconfig)
     if reason:
         pytest.skip(reason)
     root = write_site(tmp_path_factory.mktemp("vtest-root"))
