@@ -28,11 +28,20 @@ def checked_site(site_name: str):
     return site
 
 
+def bare_metal_nodes(config: pulumi.Config) -> bool:
+    """Stack config `rackform:bareMetalNodes` (default true): one BareMetalNode per server."""
+    try:
+        wanted = config.get_bool("bareMetalNodes")
+    except pulumi.ConfigTypeError:
+        raise pulumi.RunError(f"stack config rackform:bareMetalNodes is {config.get('bareMetalNodes')!r}; "
+                              f"expected true or false") from None
+    return True if wanted is None else wanted
+
+
 config = pulumi.Config("rackform")
 site = checked_site(config.get("site") or pulumi.get_stack())
-nodes = config.get_bool("bareMetalNodes")
 cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site),
-                                                 bare_metal_nodes=True if nodes is None else nodes))
+                                                 bare_metal_nodes=bare_metal_nodes(config)))
 
 pulumi.export("site", cluster.site)
 pulumi.export("hosts", cluster.hosts)

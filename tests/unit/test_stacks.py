@@ -375,6 +375,11 @@ def test_program_creates_bare_metal_nodes_unless_told_not_to(monkeypatch):
     assert (len(default.by_type(NODE_TYPE)), len(without.by_type(NODE_TYPE))) == (6, 0)
 
 
+def test_program_refuses_a_bare_metal_nodes_setting_that_is_not_a_bool(monkeypatch):
+    with pytest.raises(pulumi.RunError, match="rackform:bareMetalNodes is 'sometimes'; expected true or false"):
+        run_program("lab", {"rackform:bareMetalNodes": "sometimes"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+
+
 def test_program_defaults_to_the_stack_name(monkeypatch):
     monitor = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
     assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
