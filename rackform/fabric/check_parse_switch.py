@@ -253,7 +253,7 @@ def _kb(value) -> int | None:
 _ONYX_PORT = r"interface ethernet 1/(\d+)"
 ONYX_ROCE_PRIORITY = 3
 ONYX_ECN_DEFAULT_KB = (150, 1500)
-"""What `roce lossless` sets on its own (REFERENCE.md: Onyx defaults min 150 KB / max 1500 KB)."""
+"""What `roce lossless` sets on its own (docs/domain.md, "Lossless RoCE": Onyx ECN defaults min 150 KB / max 1500 KB)."""
 
 
 def onyx_port_name(number: int | str) -> str:

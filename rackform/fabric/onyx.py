@@ -2,7 +2,7 @@
 
 netmiko's `mellanox_mlnxos` driver does the login, `enable`, `no cli session paging
 enable` and `config term`; this driver decides what to send. It pushes the explicit
-DCB form of lossless RoCE (REFERENCE.md), never the `roce lossless` profile: the
+DCB form of lossless RoCE (docs/domain.md, "Onyx: the explicit DCB form"), never the `roce lossless` profile: the
 profile hides which priority and thresholds a switch runs, and the consistency
 check compares exactly those.
 

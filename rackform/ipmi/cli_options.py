@@ -1,7 +1,7 @@
 """Command-line options the BMC commands share: where logins come from, how patient to be.
 
 Passwords never come from the command line (it is visible to every user of the machine,
-REFERENCE.md): the choices are the site's secret store, a password file, or the factory login.
+docs/domain.md, "IPMI safety rules"): the choices are the site's secret store, a password file, or the factory login.
 """
 
 from __future__ import annotations

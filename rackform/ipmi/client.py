@@ -2,7 +2,7 @@
 firmware, FRU and its LAN MAC.
 
 Power changes are confirmed by reading the state back until it matches, with a timeout
-(REFERENCE.md: confirm every power change). Sensors, FRU decoding and the boot device go
+(docs/domain.md, "IPMI safety rules": confirm every power change). Sensors, FRU decoding and the boot device go
 through pyghmi's command layer run on our session (rackform.ipmi.pyghmi_layer), so SDR and
 FRU decoding is pyghmi's, maintained upstream, while the transport and its cipher policy
 are ours. pyghmi is imported only when one of those is used: a fleet power run does not

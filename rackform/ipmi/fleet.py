@@ -5,7 +5,7 @@ A node that times out, rejects the login or vanishes mid-run is retried after a 
 (1 s, 2 s, 4 s ... by default, three tries in all), then fails alone; the rest of the fleet
 carries on. Each BMC is handled by one worker at a time and, within this process, behind
 a per-address lock, so two operations (two Pulumi resources, two fleet runs) never talk to
-the same BMC at once: BMCs crash when hammered (REFERENCE.md).
+the same BMC at once: BMCs crash when hammered (docs/domain.md, "IPMI safety rules").
 """
 
 from __future__ import annotations

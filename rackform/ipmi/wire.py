@@ -83,7 +83,7 @@ SUITE_17 = CipherSuite(17, authentication=0x03, integrity=0x04, confidentiality=
 SUITE_3 = CipherSuite(3, authentication=0x01, integrity=0x01, confidentiality=0x01, hash_name="sha1",
                       integrity_length=12)
 SAFE_SUITES = tuple({17: SUITE_17, 3: SUITE_3}[number] for number in prelogin.ACCEPTED_CIPHER_SUITES)
-"""Proposed in this order; nothing else is ever proposed (REFERENCE.md: IPMI, safely)."""
+"""Proposed in this order; nothing else is ever proposed (docs/domain.md, "IPMI safety rules")."""
 
 
 class WireError(ValueError):

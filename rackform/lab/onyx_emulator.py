@@ -3,7 +3,7 @@
 THIS IS NOT ONYX. It is a stand-in written by the rackform project, because Onyx
 switches have no image that runs on lab machines. It emulates just enough of the Onyx
 CLI for netmiko's `mellanox_mlnxos` driver to drive it unchanged, and for the RoCE
-fabric lines rackform pushes (REFERENCE.md's Onyx block):
+fabric lines rackform pushes (docs/domain.md, "Onyx: the explicit DCB form"):
 
 - modes and prompts: `<host> [standalone: master] >` (user), `enable` -> `... #`,
   `configure terminal` -> `... (config) #`, `interface ethernet 1/N` ->

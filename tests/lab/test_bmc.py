@@ -192,7 +192,7 @@ def test_wrong_password_is_rejected(bmcs):
 
 
 def test_null_user_is_enabled_as_shipped(bmcs):
-    """Factory default on purpose: provisioning must disable user 1 (REFERENCE.md)."""
+    """Factory default on purpose: provisioning must disable user 1 (docs/domain.md, "IPMI safety rules")."""
     result = ipmitool(bmcs["mgmt-2"], "chassis", "power", "status", user="", password="")
     assert result.returncode == 0, result.stderr
 

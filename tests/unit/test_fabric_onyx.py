@@ -25,7 +25,7 @@ from rackform.model.loader import load_site
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "lab-only-password"
 PORTS = 32
-# What a lossless RoCE port of leaf-2 must run (REFERENCE.md's explicit form), gpu-1:fab1 on Eth1/5.
+# What a lossless RoCE port of leaf-2 must run (docs/domain.md, "Onyx: the explicit DCB form"), gpu-1:fab1 on Eth1/5.
 ROCE_LINES = [
     "lldp",
     "dcb priority-flow-control enable force",

@@ -33,7 +33,7 @@ from rackform.lab.onyx_emulator import (
 PASSWORD = "lab-only-password"
 PORT_COUNT = 8
 HOSTNAME = "leaf-emu"
-# REFERENCE.md's Onyx block for port 1/1.
+# The Onyx block of docs/domain.md ("Onyx: the explicit DCB form") for port 1/1.
 ROCE_LINES = [
     "roce lossless",
     "dcb priority-flow-control enable force",
