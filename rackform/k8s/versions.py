@@ -47,6 +47,8 @@ class Matrix:
     kubernetes_default: str
     components: dict[str, Component]
     incompatible: tuple[Incompatible, ...]
+    kubernetes_default_loc: Loc = Loc(str(MATRIX_PATH), 0)
+    """The line of `kubernetes.default`: the origin of a site's version when no file sets one."""
 
     def chosen(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Component -> release: the matrix default unless the site overrides it."""
@@ -99,7 +101,7 @@ def load_matrix(root: Path | str = Path(".")) -> Matrix:
     kubernetes = _mapping(data, "kubernetes", shown)
     components = {name: _component(name, entry, shown) for name, entry in _mapping(data, "components", shown).items()}
     incompatible = tuple(_incompatible(entry, components, shown) for entry in data.get("incompatible") or [])
-    return Matrix(str(kubernetes.get("default", "")), components, incompatible)
+    return Matrix(str(kubernetes.get("default", "")), components, incompatible, kubernetes.key_loc("default"))
 
 
 def _mapping(parent: LineDict, key: str, shown: str) -> LineDict:

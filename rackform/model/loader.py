@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rackform.model import schema
+from rackform.model import layers, schema
 from rackform.model.site import (
     HOST_ROLE_BY_CATEGORY,
     SWITCH_PORT_PATTERNS,
@@ -276,6 +276,15 @@ def load_site(site: str, root: Path | str = Path(".")) -> Site:
     return site
 
 
+def load_design(root: Path, site_path: Path) -> tuple[schema.SiteFile, Any]:
+    """The site file over its profiles and the fleet defaults (rackform.model.layers), parsed.
+
+    Returns the design and the merged line-aware data, whose `key_loc` names the file and
+    line that set each key, so schema errors point there too."""
+    raw = layers.layered_site(load_yaml(site_path), root, load_yaml, display_path)
+    return parse(schema.SiteFile, raw, Loc(display_path(site_path), 1)), raw
+
+
 def _load_site(site: str, root: Path) -> Site:
     blocks_dir, site_path, inventory = site_paths(root, site)
     if not site_path.exists():
@@ -284,8 +293,7 @@ def _load_site(site: str, root: Path) -> Site:
             [SourceError(Loc(display_path(site_path), 0), "", f"no such site '{site}'; known sites: {', '.join(known) or 'none'}")]
         )
     catalog = load_catalog(blocks_dir)
-    raw = load_yaml(site_path)
-    design: schema.SiteFile = parse(schema.SiteFile, raw, Loc(display_path(site_path), 1))
+    design, raw = load_design(root, site_path)
     errors: list[SourceError] = []
 
     if design.site != site:
@@ -332,6 +340,7 @@ def _load_site(site: str, root: Path) -> Site:
         loc=raw.loc,
         extra_inventory_keys=extra_keys,
         provisioning=design.provisioning,
+        origins=layers.origins(raw),
     )
 
 

@@ -215,6 +215,9 @@ class SiteFile(Strict):
     """A site design (`topologies/sites/<site>.yaml`)."""
 
     site: Name
+    extends: list[Name] = []
+    """Profiles (`topologies/profiles/<name>.yaml`) this site builds on, lowest first; the
+    fleet defaults (`topologies/defaults.yaml`) lie under them (`rackform.model.layers`)."""
     description: str = ""
     power_basis: Literal["max", "typical"] = "max"
     """Which catalog figure the rack budgets are checked against."""

@@ -161,6 +161,12 @@ class Site:
     loc: Loc
     extra_inventory_keys: dict[str, Loc] = field(default_factory=dict)
     provisioning: Provisioning = field(default_factory=Provisioning)
+    origins: dict[str, Loc] = field(default_factory=dict)
+    """`fabric.switch.mtu` -> the file and line that set it (site, profile or fleet defaults)."""
+
+    def origin(self, key: str, fallback: Loc) -> Loc:
+        """Where the setting `key` was set; `fallback` for a built-in default."""
+        return self.origins.get(key, fallback)
 
     def devices(self):
         for rack in self.racks:
