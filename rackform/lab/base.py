@@ -26,8 +26,9 @@ IMAGES_DIR = Path("/var/lib/rackform/images")
 SUITE = "bookworm"
 BUILD_TIMEOUT_S = 1800
 
-# LAB.md's base set, plus what the pipeline's roles expect on a host: FRR (enabled
-# only on switches), NTP client, python3-apt for Ansible's apt module, a DHCP client.
+# A minimal Debian that boots systemd and answers SSH (docs/lab.md, the base image), plus
+# what the pipeline's roles expect on a host: FRR (enabled only on switches), NTP client,
+# python3-apt for Ansible's apt module, a DHCP client.
 PACKAGES = (
     "openssh-server", "python3", "python3-apt", "iproute2", "iputils-ping", "procps",
     "ethtool", "sudo", "kmod", "lldpd", "systemd", "systemd-sysv", "systemd-timesyncd",

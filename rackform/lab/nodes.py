@@ -276,7 +276,8 @@ def start(state: LabState, spec: NodeSpec) -> bool:
 def nspawn_command(spec: NodeSpec) -> list[str]:
     """How a node boots. Each choice below fixed something seen on this machine:
 
-    --register=no --keep-unit: there is no host systemd to register with (LAB.md).
+    --register=no --keep-unit: there is no host systemd to register with (PID 1 is not
+      systemd on the lab machines); without them nspawn fails to open the system bus.
     nsenter --net first: nspawn mounts the container's /sys before joining
       --network-namespace-path, so /sys/class/net would list the machine's links, not
       the node's (Ansible facts and ethtool read it). Not `ip netns exec`: that remounts
