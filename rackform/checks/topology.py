@@ -67,7 +67,7 @@ def leaf_asns_unique(site: Site) -> Iterator[Finding]:
                 owner = first[leaf.asn]
                 yield Finding(
                     "leaf_asns_unique", "error", leaf.loc, _asn_key(leaf),
-                    f"AS {leaf.asn} is already leaf {owner.name}'s (line {owner.loc.line}): each leaf of fabric "
+                    f"AS {leaf.asn} is already {owner.name}'s (line {owner.loc.line}): each leaf of fabric "
                     f"{_fabric_name(leaf)} needs an AS of its own, else the routes of one are dropped by the "
                     "other as an AS-path loop",
                 )
@@ -86,7 +86,7 @@ def leaf_asn_differs_from_spines(site: Site) -> Iterator[Finding]:
                 spine = spines[leaf.asn]
                 yield Finding(
                     "leaf_asn_differs_from_spines", "error", leaf.loc, _asn_key(leaf),
-                    f"AS {leaf.asn} is spine {spine.name}'s (line {spine.loc.line}): an eBGP session between "
+                    f"AS {leaf.asn} is the AS of spine {spine.name} (line {spine.loc.line}): an eBGP session between "
                     "two equal AS numbers never comes up; give the leaf an AS of its own",
                 )
 
@@ -105,7 +105,7 @@ def fabric_asns_complete(site: Site) -> Iterator[Finding]:
                     "fabric_asns_complete", "error", switch.loc, _asn_key(switch),
                     f"{switch.role} {switch.name} has no AS number while {routed[0].name} of fabric "
                     f"{_fabric_name(switch)} runs BGP (AS {routed[0].asn}): without one it runs no BGP "
-                    "and its hosts are unreachable; add switch.asn",
+                    "and its links carry no routes; add switch.asn",
                 )
 
 
