@@ -1,11 +1,11 @@
-"""`switch_configs/<switch>.<os>.conf`: the configuration of every managed switch.
+"""`switch_configs/<switch>.<os>.conf`: the configuration of every managed switch, for review.
 
-Rendered from each switch's merged inventory variables (group_vars by group
-depth, then host_vars, as Ansible merges them), so the file shows exactly the
-values the stages use. Cumulus files are the switch_baseline role's own
-templates, rendered here for review and by the Cumulus driver
-(`rackform.fabric.cumulus`) for a push; Onyx files are the CLI lines the Onyx
-driver (`rackform.fabric.onyx`) pushes with netmiko.
+Nothing here pushes anything: the fabric stage does (Ansible: the switch_baseline
+role on Cumulus, the onyx_switch role on Onyx), from the inventory. The review files
+render those roles' own templates, so a reviewed file and what the stage pushes
+cannot drift apart. They are rendered from each switch's inventory variables merged
+the way Ansible merges them (group_vars by group depth, then host_vars), the one
+place rackform does that, and only to show the values the stage will use.
 
 A leaf's bridge towards the servers holds their gateways, which come from the
 servers' own fabric addresses: pass `server_vars` so the render sees them, as
@@ -26,6 +26,7 @@ from rackform.render.assets import ROLES_DIR, project_templates, role_templates
 from rackform.render.group_vars import ConcernFiles
 
 ROLE = "switch_baseline"
+ONYX_TEMPLATE = "onyx_switch/templates/onyx.conf.j2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +39,6 @@ class CumulusFile:
     path_default: str | None
     """The role default naming the file's path on the switch (None: `fixed_path`)."""
     fixed_path: str | None = None
-    mode: int = 0o644
-    owner: str = "root"
-    reload: str = ""
-    """What applies it: interfaces | ports | frr | qos."""
     review: bool = True
     """Shown in switch_configs/<switch>.cumulus.conf."""
     fabric_only: bool = False
@@ -50,16 +47,14 @@ class CumulusFile:
 
 # In the order the role installs them.
 CUMULUS_FILES = (
-    CumulusFile("/etc/network/interfaces fragment", "interfaces.j2", "switch_baseline_interfaces_file",
-                reload="interfaces"),
+    CumulusFile("/etc/network/interfaces fragment", "interfaces.j2", "switch_baseline_interfaces_file"),
     CumulusFile("/etc/network/interfaces fragment: the bridge towards the servers", "servers.intf.j2",
-                "switch_baseline_servers_file", reload="interfaces"),
+                "switch_baseline_servers_file"),
     CumulusFile("port settings script", "port-settings.sh.j2", "switch_baseline_port_settings_script",
-                mode=0o755, reload="ports", review=False),
-    CumulusFile("/etc/frr/frr.conf", "frr.conf.j2", None, fixed_path="/etc/frr/frr.conf", mode=0o640,
-                owner="frr", reload="frr"),
+                review=False),
+    CumulusFile("/etc/frr/frr.conf", "frr.conf.j2", None, fixed_path="/etc/frr/frr.conf"),
     CumulusFile("QoS datapath: lossless RoCE", "qos_features.conf.j2", "switch_baseline_qos_file",
-                reload="qos", fabric_only=True),
+                fabric_only=True),
 )
 
 
@@ -126,8 +121,9 @@ def cumulus_files(context: Mapping) -> dict[str, str]:
 
 
 def onyx_config_text(context: Mapping) -> str:
-    """The Onyx CLI lines (with `##` comments), ending with `configuration write`."""
-    return project_templates().get_template("switch_configs/onyx.conf.j2").render(context)
+    """The onyx_switch role's template: Onyx CLI lines (with `##` comments), ending with
+    `configuration write`."""
+    return _role_environment().get_template(ONYX_TEMPLATE).render(context)
 
 
 def _cumulus_review(name: str, context: dict) -> str:
