@@ -70,6 +70,9 @@ class BuildingBlock(pulumi.ComponentResource):
     """What every placed block exposes: where it sits, what it draws, which hosts it holds."""
 
     pulumi_type: ClassVar[str] = "rackform:index:BuildingBlock"
+    former_types: ClassVar[tuple[str, ...]] = ()
+    """Types this class's resources had in earlier versions: aliases, so an existing stack
+    keeps them (and their children) instead of replacing them."""
 
     device: pulumi.Output[str]
     block_type: pulumi.Output[str]
@@ -82,7 +85,9 @@ class BuildingBlock(pulumi.ComponentResource):
     management_addresses: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: BlockArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.pulumi_type, name, None, opts)
+        aliases = [pulumi.Alias(type_=former) for former in self.former_types]
+        super().__init__(self.pulumi_type, name, None, pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(aliases=aliases)) if aliases else opts)
         outputs = self.block_outputs(args)
         for key, value in outputs.items():
             setattr(self, key, pulumi.Output.from_input(value))
@@ -129,6 +134,8 @@ class GpuServer(BuildingBlock):
     """A GPU server; exposes its GPU count."""
 
     pulumi_type = "rackform:index:GpuServer"
+    former_types = ("rackform:index:DgxNode",)
+    """Every GPU block was a DgxNode until non-NVIDIA ones became GpuServers (the vGPU pod)."""
 
     gpu_count: pulumi.Output[int]
 
@@ -140,6 +147,7 @@ class DgxNode(GpuServer):
     """An NVIDIA DGX system; exposes its GPU count."""
 
     pulumi_type = "rackform:index:DgxNode"
+    former_types = ()
 
 
 DGX_VENDOR = "NVIDIA"

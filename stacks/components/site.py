@@ -151,7 +151,9 @@ class SiteCluster(pulumi.ComponentResource):
                 nodes[host_name] = BareMetalNode(
                     f"{name}-{host_name}-bmc",
                     BareMetalNodeArgs(site=site.name, root=root, node=host_name, bmc_address=str(host.bmc_address)),
-                    pulumi.ResourceOptions(parent=block, depends_on=after),
+                    # Deleting one only forgets it (the server stays powered): retain says so
+                    # in a preview, and the engine never calls the provider's delete.
+                    pulumi.ResourceOptions(parent=block, depends_on=after, retain_on_delete=True),
                 )
         return nodes
 
