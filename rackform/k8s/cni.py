@@ -4,7 +4,8 @@ Calico (site.kubernetes.cni) through the tigera-operator: the operator's own
 manifest comes from the site's mirror at the pinned release; what rackform renders
 is the `Installation` that gives Calico the site's pod prefix. Multus (thin plugin)
 attaches the secondary RDMA networks: one NetworkAttachmentDefinition per fabric
-port of the GPU blocks, a macvlan on that port.
+port of the GPU blocks, a macvlan on that port (rackform/k8s/rdma.py, which the
+platform's tenant namespaces share).
 
 Versions come from topologies/versions.yaml (components calico, multus). The
 manifests land in group_vars `k8s_cluster/cni.yml` as `kube_cni_manifests`
@@ -13,22 +14,19 @@ manifests land in group_vars `k8s_cluster/cni.yml` as `kube_cni_manifests`
 
 from __future__ import annotations
 
-import json
-from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
-from rackform.k8s.manifests import Manifest, _fabric_interfaces
+from rackform.k8s.manifests import Manifest
+from rackform.k8s.rdma import NAD_GROUP, nad_crd, rdma_attachments
 from rackform.k8s.versions import MATRIX_PATH, Matrix, load_matrix
 from rackform.model.site import Site
 
 MULTUS_NAMESPACE = "kube-system"
 MULTUS_IMAGE = "k8snetworkplumbingwg/multus-cni"
 """Image path without a registry: the site's mirror is prepended (kubeadm_image_registry)."""
-NAD_GROUP = "k8s.cni.cncf.io"
 CALICO_BLOCK_SIZE = 26
 """Addresses per node block of the pod prefix (Calico's default /26)."""
-RDMA_FABRICS = ("compute_fabric", "storage_fabric")
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -60,27 +58,6 @@ def calico_manifests(site: Site) -> list[Manifest]:
 
 
 # ------------------------------------------------------------------ Multus
-
-
-def _nad_crd() -> Manifest:
-    """The NetworkAttachmentDefinition CRD as the Network Plumbing WG publishes it."""
-    schema = {
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-            "spec": {"type": "object", "properties": {"config": {"type": "string"}}},
-        },
-    }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": _meta(f"network-attachment-definitions.{NAD_GROUP}"),
-        "spec": {
-            "group": NAD_GROUP, "scope": "Namespaced",
-            "names": {"plural": "network-attachment-definitions", "singular": "network-attachment-definition",
-                      "kind": "NetworkAttachmentDefinition", "shortNames": ["net-attach-def"]},
-            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}],
-        },
-    }
 
 
 def _multus_rbac() -> list[Manifest]:
@@ -135,35 +112,8 @@ def _multus_daemonset(image: str) -> Manifest:
     }
 
 
-def _pod_range(prefix: IPv4Network) -> tuple[str, str]:
-    """Pods take the upper half of the fabric prefix; hosts are addressed from the bottom."""
-    upper = list(prefix.subnets(prefixlen_diff=1))[-1] if prefix.prefixlen < 31 else prefix
-    return str(upper.network_address + 1), str(upper.broadcast_address - 1)
-
-
-def rdma_attachments(site: Site) -> list[Manifest]:
-    """One macvlan NetworkAttachmentDefinition per GPU fabric port (an RDMA rail)."""
-    fabrics = [n for n in site.networks.values() if n.purpose in RDMA_FABRICS]
-    if not fabrics:
-        return []
-    prefix = fabrics[0].prefix
-    start, end = _pod_range(prefix)
-    attachments = []
-    for port in _fabric_interfaces(site):
-        config = {"cniVersion": "0.3.1", "name": f"rdma-{port}", "type": "macvlan", "master": port, "mode": "bridge",
-                  "ipam": {"type": "whereabouts", "range": str(prefix), "range_start": start, "range_end": end}}
-        attachments.append({
-            "apiVersion": f"{NAD_GROUP}/v1", "kind": "NetworkAttachmentDefinition",
-            "metadata": {**_meta(f"rdma-{port}", "default"),
-                         "annotations": {"k8s.v1.cni.cncf.io/resourceName": "rdma/rdma_shared_device_a"}},
-            # One key a line (indent=0): the group_vars file shows it as a readable block.
-            "spec": {"config": json.dumps(config, indent=0, sort_keys=True)},
-        })
-    return attachments
-
-
 def multus_manifests(site: Site, version: str) -> list[Manifest]:
-    return [_nad_crd(), *_multus_rbac(), _multus_daemonset(f"{MULTUS_IMAGE}:{version}")]
+    return [nad_crd(), *_multus_rbac(), _multus_daemonset(f"{MULTUS_IMAGE}:{version}")]
 
 
 # ------------------------------------------------------------------ everything
@@ -181,7 +131,7 @@ def cni_manifests(site: Site, matrix: Matrix) -> dict[str, list[Manifest]]:
     return files
 
 
-def _matrix_root(site: Site) -> Path:
+def matrix_root(site: Site) -> Path:
     """The site's repo when it has a matrix, else the one rackform ships (a site copied elsewhere)."""
     from rackform.render.assets import ASSETS_ROOT
 
@@ -193,7 +143,7 @@ def cni_group_vars(site: Site) -> dict[str, Any]:
     """group_vars k8s_cluster/cni.yml; empty for a site without Kubernetes."""
     if site.kubernetes is None:
         return {}
-    matrix = load_matrix(_matrix_root(site))
+    matrix = load_matrix(matrix_root(site))
     return {
         "kube_cni_versions": {"calico": matrix.components["calico"].default,
                               "multus": matrix.components["multus"].default},

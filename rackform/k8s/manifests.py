@@ -1,8 +1,10 @@
 """The platform's Kubernetes objects as plain dicts, and its Helm releases as data.
 
-One source for both consumers: the Pulumi component (stacks/components/platform.py)
-creates these objects as pulumi-kubernetes resources, and the tests validate the
-same dicts with kubernetes-validate --strict against the site's Kubernetes version.
+One source for every consumer: `rackform render` writes them under
+build/<site>/platform/ (rackform/render/platform_files.py), `rackform deploy --stage
+platform` applies those files (rackform/run/platform_apply.py), the Pulumi component
+(stacks/components/platform.py) creates the same objects and releases, and the tests
+validate the dicts with kubernetes-validate --strict for the site's Kubernetes version.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackform.k8s.platform import PlatformDesign, Tenant
+from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
 from rackform.k8s.versions import Matrix
 from rackform.model.site import Host, Site
 
@@ -22,17 +25,60 @@ NFS_PROVISIONER = "nfs.csi.k8s.io"
 """csi-driver-nfs (kubernetes-csi); installed with the storage stack, not by this module."""
 NVMEOF_PROVISIONER = "nvmeof.csi.k8s.io"
 """Placeholder name for an NVMe-oF CSI driver (estimate: the seed names no driver)."""
-PLATFORM_COMPONENTS = ("gpu_operator", "network_operator", "training_operator", "kube_prometheus_stack")
-"""Helm releases the platform installs; Calico belongs to the bootstrap (kubernetes stage)."""
+PLATFORM_COMPONENTS = ("kube_prometheus_stack", "network_operator", "gpu_operator", "training_operator")
+"""Helm releases the platform installs, in install order; Calico belongs to the bootstrap."""
+RELEASE_NEEDS: dict[str, tuple[str, ...]] = {
+    # dcgmExporter.serviceMonitor in the GPU Operator's values is a ServiceMonitor, a CRD that
+    # kube-prometheus-stack installs; the driver with rdma.enabled loads nvidia-peermem against
+    # the OFED driver the Network Operator deploys (doc: GPU Operator GPUDirect RDMA guide, as recalled).
+    "gpu_operator": ("kube_prometheus_stack", "network_operator"),
+}
+"""Component -> the components whose releases must be installed first."""
+PRIVILEGED_COMPONENTS = ("gpu_operator", "network_operator", "kube_prometheus_stack")
+"""Namespaces whose pods need host access (drivers, OFED, node-exporter): Pod Security `privileged`
+(doc: the GPU Operator install guide labels its namespace so where admission is enforced)."""
+REPOSITORY_NOT_SET = "https://helm-repository-not-set.invalid"
+"""Repository base of a chart whose alias the site's platform file maps to no mirror: a host
+that never resolves (.invalid, RFC 6761), so an install fails visibly and `rackform deploy`
+refuses before starting instead of reaching some ambient repository."""
+RELEASE_TIMEOUT_S = 900
 
 
 @dataclass(frozen=True, slots=True)
 class HelmRelease:
     component: str
     chart: str
+    """`<repository alias>/<chart>`, as the matrix names it."""
     version: str
     namespace: str
+    repository: str
+    """The chart repository URL (`helm --repo`, Pulumi repository_opts.repo)."""
     values: dict[str, Any] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
+    """Release names installed (and ready) before this one."""
+    timeout_s: int = RELEASE_TIMEOUT_S
+
+    @property
+    def name(self) -> str:
+        """The stable Helm release name: `gpu-operator`, not a generated one."""
+        return release_name(self.component)
+
+    @property
+    def chart_name(self) -> str:
+        return self.chart.split("/", 1)[-1]
+
+    @property
+    def repository_alias(self) -> str:
+        return self.chart.split("/", 1)[0]
+
+    @property
+    def repository_set(self) -> bool:
+        """False while the site names no mirror for this chart's repository alias."""
+        return not self.repository.startswith(REPOSITORY_NOT_SET)
+
+
+def release_name(component: str) -> str:
+    return component.replace("_", "-")
 
 
 def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -49,8 +95,9 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> Manifest:
 # ------------------------------------------------------------------ tenants
 
 
-def tenant_manifests(tenant: Tenant) -> list[Manifest]:
-    """A tenant's namespace, GPU quota, admin Role + RoleBinding, default-deny policy."""
+def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None) -> list[Manifest]:
+    """A tenant's namespace, GPU quota, admin Role + RoleBinding, default-deny policy and its
+    copies of the RDMA attachments (`attachments`, built for its namespace)."""
     ns = tenant.name
     role = f"{ns}-admin"
     return [
@@ -64,7 +111,14 @@ def tenant_manifests(tenant: Tenant) -> list[Manifest]:
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user} for user in tenant.admins]},
         {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("default-deny", ns),
          "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
+        *(attachments or []),
     ]
+
+
+def tenant_attachments(site: Site, design: PlatformDesign, tenant: Tenant) -> list[Manifest]:
+    """The RDMA rails in the tenant's namespace; only with the RDMA shared device plugin, whose
+    resource the attachments name (SR-IOV networks are the SR-IOV operator's own objects)."""
+    return rdma_attachments(site, tenant.name) if design.network == "rdma_shared" else []
 
 
 # ------------------------------------------------------------------ storage
@@ -129,16 +183,6 @@ def gpu_dashboard(namespace_name: str) -> Manifest:
 # ------------------------------------------------------------------ Helm releases
 
 
-def _fabric_interfaces(site: Site) -> list[str]:
-    """Fabric port names of the GPU blocks: what the RDMA shared device plugin exposes."""
-    names: dict[str, None] = {}
-    for block in {host.block.name: host.block for host in site.hosts_in_role("gpu")}.values():
-        for port in block.node.ports if block.node else []:
-            if port.role == "fabric":
-                names.update(dict.fromkeys(port.pattern.format(n=n) for n in range(port.count)))
-    return list(names)
-
-
 def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str, Any]:
     if component == "gpu_operator":
         return {"driver": {"enabled": True, "rdma": {"enabled": True}}, "toolkit": {"enabled": True},
@@ -150,7 +194,7 @@ def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str,
                                   "rdmaSharedDevicePlugin": {"deploy": rdma_shared}}
         if rdma_shared:
             values["rdmaSharedDevicePlugin"]["resources"] = [
-                {"name": "rdma_shared_device_a", "ifNames": _fabric_interfaces(site)}]
+                {"name": "rdma_shared_device_a", "ifNames": fabric_interfaces(site)}]
         return values
     if component == "kube_prometheus_stack":
         return {"grafana": {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}},
@@ -158,21 +202,38 @@ def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str,
     return {}
 
 
+def repository_url(alias: str, design: PlatformDesign) -> str:
+    """The site's mirror for a repository alias, else an unresolvable placeholder."""
+    return design.helm_repositories.get(alias, f"{REPOSITORY_NOT_SET}/{alias}")
+
+
 def helm_releases(site: Site, design: PlatformDesign, matrix: Matrix) -> list[HelmRelease]:
+    """The platform's Helm releases in install order: what both the rendered values files and
+    the Pulumi releases are built from, so the two cannot drift."""
     chosen = matrix.chosen(design.versions)
-    return [
-        HelmRelease(name, matrix.components[name].chart, chosen[name], matrix.components[name].namespace,
-                    helm_values(name, site, design))
-        for name in PLATFORM_COMPONENTS
-    ]
+    releases = []
+    for name in PLATFORM_COMPONENTS:
+        component = matrix.components[name]
+        releases.append(HelmRelease(
+            name, component.chart, chosen[name], component.namespace,
+            repository_url(component.chart.split("/", 1)[0], design), helm_values(name, site, design),
+            tuple(release_name(need) for need in RELEASE_NEEDS.get(name, ())),
+        ))
+    return releases
 
 
 # ------------------------------------------------------------------ everything
 
 
+def component_namespace(name: str, matrix: Matrix) -> Manifest:
+    labels = {"pod-security.kubernetes.io/enforce": "privileged"} if name in PRIVILEGED_COMPONENTS else None
+    return namespace(matrix.components[name].namespace, labels)
+
+
 def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:
     """Every plain object the platform creates, namespaces first (others live in them)."""
-    component_namespaces = [namespace(matrix.components[name].namespace) for name in PLATFORM_COMPONENTS]
-    tenants = [manifest for tenant in design.tenants for manifest in tenant_manifests(tenant)]
+    component_namespaces = [component_namespace(name, matrix) for name in PLATFORM_COMPONENTS]
+    tenants = [manifest for tenant in design.tenants
+               for manifest in tenant_manifests(tenant, tenant_attachments(site, design, tenant))]
     monitoring = matrix.components["kube_prometheus_stack"].namespace
     return [*component_namespaces, *storage_classes(site, design), gpu_dashboard(monitoring), *tenants]

@@ -6,6 +6,7 @@ The site schema has no tenants or platform choices, so they live in their own fi
       network: rdma_shared | sriov     # how the Network Operator exposes the RoCE NICs
       versions: {gpu_operator: v24.9.1} # overrides of topologies/versions.yaml defaults
       nfs_export: /export/models
+      helm_repositories: {nvidia: https://helm-mirror.example.com/nvidia}  # the site's Helm mirror
       tenants: [{name: research, gpus: 8, admins: [alice]}]
 
 A site without the file gets the defaults and no tenants.
@@ -22,7 +23,9 @@ from rackform.model.source import LineDict, LineList, Loc, SourceError, display_
 
 NETWORK_MODES = ("rdma_shared", "sriov")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-KNOWN_KEYS = {"network", "versions", "nfs_export", "tenants"}
+KNOWN_KEYS = {"network", "versions", "nfs_export", "helm_repositories", "tenants"}
+REPOSITORY_SCHEMES = ("https://", "http://")
+"""What `helm --repo` and Pulumi's repository_opts accept: a classic chart repository URL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,8 @@ class PlatformDesign:
     versions: dict[str, str] = field(default_factory=dict)
     version_locs: dict[str, Loc] = field(default_factory=dict)
     nfs_export: str = "/export/models"
+    helm_repositories: dict[str, str] = field(default_factory=dict)
+    """Chart repository alias (the `nvidia` of `nvidia/gpu-operator`) -> the site's mirror URL."""
     tenants: tuple[Tenant, ...] = ()
     loc: Loc | None = None
     """The file's `platform:` line; None when the site has no platform file."""
@@ -72,14 +77,28 @@ def load_platform(site: Site) -> PlatformDesign:
     tenants = block.get("tenants") or LineList()
     if not isinstance(tenants, LineList):
         raise SourceError(block.key_loc("tenants"), "platform.tenants", "expected a list")
+    repositories = _repositories(block)
     return PlatformDesign(
         network=network,
         versions={str(k): str(v) for k, v in versions.items()},
         version_locs={str(k): versions.key_loc(k) for k in versions},
         nfs_export=str(block.get("nfs_export", "/export/models")),
+        helm_repositories=repositories,
         tenants=tuple(_tenant(tenants, index) for index in range(len(tenants))),
         loc=data.key_loc("platform"),
     )
+
+
+def _repositories(block: LineDict) -> dict[str, str]:
+    repositories = block.get("helm_repositories") or LineDict()
+    if not isinstance(repositories, LineDict):
+        raise SourceError(block.key_loc("helm_repositories"), "platform.helm_repositories",
+                          "expected a mapping alias: URL (e.g. nvidia: https://helm-mirror.example.com/nvidia)")
+    for alias, url in repositories.items():
+        if not isinstance(url, str) or not url.startswith(REPOSITORY_SCHEMES):
+            raise SourceError(repositories.key_loc(alias), f"platform.helm_repositories.{alias}",
+                              f"{url!r}: expected a chart repository URL starting with {' or '.join(REPOSITORY_SCHEMES)}")
+    return {str(alias): str(url).rstrip("/") for alias, url in repositories.items()}
 
 
 def _tenant(tenants: LineList, index: int) -> Tenant:

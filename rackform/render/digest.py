@@ -5,7 +5,8 @@ shows which stages would run again after a render. A stage depends on its
 playbook, the roles its plays use (and their meta dependencies), ansible.cfg,
 inventory/hosts.yml, the group_vars of every group its target machines belong
 to, the host_vars of those machines and, for `fabric`, every switch config.
-Changing a switch-only value therefore changes the fabric digest alone.
+Changing a switch-only value therefore changes the fabric digest alone. The
+`platform` stage runs no playbook: its digest covers what it applies, platform/**.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 INVENTORY = "inventory/hosts.yml"
 # Stages whose digest also covers switch_configs/ (pushed to Onyx switches outside Ansible).
 _SWITCH_CONFIG_STAGES = {"fabric"}
+# Stages without a playbook -> the folder of rendered files they apply (rackform/render/platform_files.py).
+_DIRECTORY_STAGES = {"platform": "platform/"}
 
 
 def playbook_of(stage: str) -> str:
@@ -107,6 +110,8 @@ def _targets(patterns: list[str], groups_of: dict, hosts_of: dict) -> set[str]:
 
 def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
     """The paths (sorted) whose content the given stage depends on."""
+    if stage in _DIRECTORY_STAGES:
+        return sorted(path for path in files if path.startswith(_DIRECTORY_STAGES[stage]))
     playbook = playbook_of(stage)
     patterns, roles = _plays(files[playbook])
     roles = _with_dependencies(roles, files)

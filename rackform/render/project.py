@@ -20,6 +20,7 @@ from rackform.render.diagram import site_svgs
 from rackform.render.group_vars import CONCERN_TITLES, ConcernFiles, build_group_vars
 from rackform.render.groups import build_groups, host_groups, managed_switches
 from rackform.render.host_vars import host_vars, peer_index, switch_vars
+from rackform.render.platform_files import platform_files
 from rackform.render.project_files import playbook_files, project_files
 from rackform.render.switch_configs import switch_config_files
 from rackform.render.writer import WriteResult, write_project
@@ -87,6 +88,7 @@ def render_files(site: Site) -> dict[str, bytes]:
     text.update(project_files(site, len(inventory.switch_vars)))
     text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
     files = {path: content.encode() for path, content in text.items()}
+    files.update(platform_files(site))
     files.update(role_files())
     return dict(sorted(files.items()))
 

@@ -1,16 +1,18 @@
 """The platform design file and the plain manifests rendered from it, validated offline
-with kubernetes-validate --strict for each site's pinned Kubernetes version.
-
-The platform creates only core Kubernetes kinds; its custom resources come from the
-operators' Helm charts, and the repo holds no CRD schemas to check them against."""
+with kubernetes-validate --strict for each site's Kubernetes version; the one custom
+kind the platform creates itself (the tenants' NetworkAttachmentDefinitions) against
+the CRD schema the repo carries (tests/unit/platform_validation.py). The operators'
+own custom resources come from their Helm charts and are not checked here."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
+from platform_validation import problems
 
 from rackform.k8s.manifests import (
     DASHBOARD_PANELS,
@@ -38,13 +40,38 @@ def manifests_of(site_name: str) -> tuple[str, list[dict]]:
 @pytest.mark.parametrize("site_name", SITES)
 def test_every_manifest_validates_strictly(site_name):
     version, manifests = manifests_of(site_name)
-    failures = []
-    for manifest in manifests:
-        try:
-            kubernetes_validate.validate(manifest, version, strict=True)
-        except kubernetes_validate.ValidationError as error:
-            failures.append(f"{manifest['kind']}/{manifest['metadata']['name']}: {error.message}")
-    assert failures == []
+    assert [problem for manifest in manifests for problem in problems(manifest, version)] == []
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda nad: {**nad, "spec": {**nad["spec"], "master": "fab0"}}, "Additional properties"),
+    (lambda nad: {**nad, "spec": {}}, "'config' is a required property"),
+    (lambda nad: {**nad, "metadata": {**nad["metadata"], "label": {}}}, "metadata"),
+])
+def test_attachment_schema_check_refuses_what_the_crd_refuses(change, expected):
+    """The CRD check is worth something: an unknown or missing field, bad metadata."""
+    version, manifests = manifests_of("lab")
+    attachment = next(m for m in manifests if m["kind"] == "NetworkAttachmentDefinition")
+    assert problems(attachment, version) == []
+    assert expected in " ".join(problems(change(attachment), version))
+
+
+def test_tenants_get_rdma_attachments_only_with_the_shared_device_plugin():
+    site = load_site("lab", REPO)
+    design = load_platform(site)
+    for network, expected in (("rdma_shared", 8), ("sriov", 0)):
+        manifests = platform_manifests(site, replace(design, network=network), load_matrix(REPO))
+        attachments = [m for m in manifests if m["kind"] == "NetworkAttachmentDefinition"
+                       and m["metadata"]["namespace"] == "research"]
+        assert (network, len(attachments)) == (network, expected)
+
+
+def test_operator_namespaces_admit_privileged_pods_and_tenants_do_not():
+    _version, manifests = manifests_of("lab")
+    enforced = {m["metadata"]["name"]: m["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
+                for m in manifests if m["kind"] == "Namespace"}
+    assert (enforced["gpu-operator"], enforced["nvidia-network-operator"], enforced["research"]) == (
+        "privileged", "privileged", None)
 
 
 def test_strict_validation_rejects_an_unknown_field():
@@ -57,6 +84,26 @@ def test_strict_validation_rejects_an_unknown_field():
 
 def test_lab_tenants_come_from_the_platform_file():
     assert [t.name for t in load_platform(load_site("lab", REPO)).tenants] == ["research", "inference"]
+
+
+def test_charts_come_from_the_site_mirror_else_from_a_host_that_never_resolves(lab_files):
+    lab_files.edit("topologies/platform/lab.yaml", "versions: {}",
+                   "versions: {}\n  helm_repositories: {nvidia: https://helm-mirror.example.com/nvidia/}")
+    site = lab_files.load()
+    releases = {r.name: r for r in helm_releases(site, load_platform(site), load_matrix(REPO))}
+    assert (releases["gpu-operator"].repository, releases["gpu-operator"].repository_set) == (
+        "https://helm-mirror.example.com/nvidia", True)
+    assert (releases["training-operator"].repository, releases["training-operator"].repository_set) == (
+        "https://helm-repository-not-set.invalid/kubeflow", False)
+
+
+def test_releases_install_in_a_fixed_order_with_the_gpu_operator_after_its_crd_and_ofed_providers():
+    site = load_site("lab", REPO)
+    releases = helm_releases(site, load_platform(site), load_matrix(REPO))
+    order = [r.name for r in releases]
+    assert order == ["kube-prometheus-stack", "network-operator", "gpu-operator", "training-operator"]
+    assert all(order.index(need) < order.index(r.name) for r in releases for need in r.needs)
+    assert next(r.needs for r in releases if r.name == "gpu-operator") == ("kube-prometheus-stack", "network-operator")
 
 
 def test_a_site_without_platform_file_gets_defaults_and_no_tenants():
@@ -121,6 +168,8 @@ def test_rdma_shared_plugin_exposes_the_gpu_fabric_ports():
     ("name: research", "name: Research_Team", "platform.tenants[0].name"),
     ("gpus: 8", "gpus: -1", "platform.tenants[0].gpus"),
     ("tenants:", "tenant:", "platform.tenant"),
+    ("versions: {}", "versions: {}\n  helm_repositories: {nvidia: oci://mirror/nvidia}", "platform.helm_repositories.nvidia"),
+    ("versions: {}", "versions: {}\n  helm_repositories: [nvidia]", "platform.helm_repositories"),
 ])
 def test_bad_platform_file_names_file_line_and_key(lab_files, old, new, key):
     lab_files.edit("topologies/platform/lab.yaml", old, new)

@@ -8,7 +8,7 @@ import pytest
 
 from rackform.checks.platform import platform_versions
 from rackform.k8s.versions import conflicts, kubernetes_minor, load_matrix
-from rackform.model.source import SourceError
+from rackform.model.source import Loc, SourceError
 
 REPO = Path(__file__).resolve().parents[2]
 PINNED = ("gpu_operator", "network_operator", "training_operator", "calico", "multus", "kube_prometheus_stack")
@@ -80,10 +80,12 @@ def test_an_incompatible_pair_chosen_by_the_site_is_refused_at_its_line(lab_file
 
 
 def test_a_kubernetes_version_the_defaults_do_not_support_is_refused_at_its_line(lab_files):
-    lab_files.edit_site('version: "1.31.4"', 'version: "1.27.9"')
+    # The lab takes its version from the matrix default; pin an old one in the site.
+    lab_files.edit_site("  control_plane: [mgmt-1", '  version: "1.27.9"\n  control_plane: [mgmt-1')
     site = lab_files.load()
     findings = list(platform_versions(site))
-    assert findings and {(f.key, f.loc) for f in findings} == {("kubernetes.version", site.kubernetes_loc)}
+    version_line = Loc(site.kubernetes_loc.path, site.kubernetes_loc.line + 1)
+    assert findings and {(f.key, f.loc) for f in findings} == {("kubernetes.version", version_line)}
 
 
 def test_bad_platform_file_is_a_finding_not_a_traceback(lab_files):
