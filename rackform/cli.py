@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from rackform.model.source import BadInput
 from rackform.pipeline import STAGE_NAMES, DesignRejected, build_dir, load_and_check
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-BMC_VAULT_ENV = "RACKFORM_BMC_VAULT"
-"""The provision playbook's vault file (rackform.secrets.ENV_BMC_VAULT)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,26 +48,6 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("--out", type=Path, help="output folder (default: ROOT/build/SITE/diagrams)")
     diagram.set_defaults(func=cmd_diagram)
 
-    deploy = add(
-        "deploy",
-        "Check a site, render build/SITE/ and run its stages in order (validate.yml first). "
-        "Exit 0 when every host is ok, 1 when a host failed (named), 2 for bad input.",
-    )
-    deploy.add_argument("--check", action="store_true", help="Ansible check mode: report what would change, change nothing "
-                        "(verify, which checks the live state, runs only with --stage verify)")
-    deploy.add_argument(
-        "--stage", dest="stages", metavar="STAGE", nargs="+", action="extend", choices=STAGE_NAMES,
-        help=f"run only these stages, still in pipeline order ({', '.join(STAGE_NAMES)}); repeatable",
-    )
-    deploy.add_argument("--limit", metavar="HOSTS", help="Ansible host pattern: run on these hosts only")
-    deploy.add_argument(
-        "--private-key", type=Path, metavar="PATH",
-        help="SSH key Ansible connects with (default: $ANSIBLE_PRIVATE_KEY_FILE, else the lab's key when "
-        "`rackform lab up SITE` is up on this machine, else SSH's own default)",
-    )
-    deploy.add_argument("-v", "--verbose", action="store_true", help="a line for every task result, ok and skipped too")
-    deploy.set_defaults(func=cmd_deploy)
-
     verify = add("verify", "Run the testinfra host checks (tests/infra) against the rendered project's inventory.")
     verify.add_argument("--junit-xml", type=Path, metavar="PATH", help="also write a JUnit XML report (for CI)")
     verify.add_argument("--limit", metavar="HOSTS", help="groups, host names or wildcards, comma separated")
@@ -87,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     """Commands that live in their own modules: `add_arguments(parser)` and `run(args) -> int`."""
-    from rackform.commands import bmc, discover
+    from rackform.commands import bmc, deploy, discover
     from rackform.commands import fabric as fabric_check
     from rackform.fabric import apply_cli as fabric_apply
     from rackform import secrets_cli
@@ -97,6 +74,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
         module.add_arguments(sub)
         sub.set_defaults(func=module.run)
 
+    add(commands, "deploy", deploy, deploy.HELP)
     add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
     add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
@@ -128,9 +106,12 @@ def _add_lab(commands: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rackform.run.interrupt import owned_signals
+
     args = _parser().parse_args(argv)
     try:
-        return args.func(args)
+        with owned_signals():  # SIGTERM and SIGINT for the whole command (rackform.run.interrupt)
+            return args.func(args)
     except LabError as exc:
         print(f"rackform: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -270,78 +251,11 @@ def cmd_diagram(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_deploy(args: argparse.Namespace) -> int:
-    from rackform.render.project import render_project
-    from rackform.run.deploy import deploy, plan_steps
-    from rackform.run.progress import ProgressDisplay
-    from rackform.run.summary import summary_lines
+def _connection_env(site: Site, private_key: Path | None) -> dict[str, str]:
+    """How the checks log in: the same SSH key the stages use (rackform.run.environment)."""
+    from rackform.run.environment import stage_environment
 
-    site, warnings = load_and_check(args.site, args.root)
-    _print_warnings(warnings)
-    project_dir = build_dir(args.root, site.name)
-    rendered = render_project(site, project_dir)
-    print(f"{site.name}: rendered {project_dir} ({len(rendered.added)} added, {len(rendered.modified)} changed, "
-          f"{len(rendered.removed)} removed)")
-    steps = plan_steps(args.stages, check=args.check)
-    envvars = _connection_env(site.name, args.private_key)
-    if any(step.name == "provision" and step.not_run is None for step in steps) and not os.environ.get(BMC_VAULT_ENV):
-        vault = open_site_vault(site)
-        if vault is None:
-            return EXIT_FAILED
-        print(f"{site.name}: BMC credentials from the site vault {vault.vault_file}")
-        envvars.update(vault.runner_envvars())
-    report = deploy(
-        site.name,
-        project_dir,
-        steps,
-        limit=args.limit,
-        check=args.check,
-        progress=ProgressDisplay(sys.stdout, verbose=args.verbose),
-        envvars=envvars,
-    )
-    print()
-    print("\n".join(summary_lines(report)))
-    if report.ok:
-        return EXIT_OK
-    failed = report.failed_hosts
-    if failed:
-        print(f"rackform: {site.name}: {len(failed)} host(s) failed: {', '.join(sorted(failed))}", file=sys.stderr)
-    else:
-        print(f"rackform: {site.name}: the deployment stopped; see the failures above", file=sys.stderr)
-    return EXIT_FAILED
-
-
-def _connection_env(site_name: str, private_key: Path | None) -> dict[str, str]:
-    """How Ansible logs in: --private-key, else $ANSIBLE_PRIVATE_KEY_FILE as set, else the
-    key of this site's lab when it is up on this machine.
-
-    The key never goes into the rendered inventory (a project carries no secrets).
-    """
-    if private_key is not None:
-        return {"ANSIBLE_PRIVATE_KEY_FILE": str(private_key.resolve())}
-    if os.environ.get("ANSIBLE_PRIVATE_KEY_FILE"):
-        return {}  # ansible-runner passes the environment on
-    from rackform.lab import state
-
-    lab_state = state.load(site_name)
-    if lab_state is not None and lab_state.ssh_key.exists():
-        print(f"{site_name}: the lab is up on this machine: connecting with its key {lab_state.ssh_key}")
-        return {"ANSIBLE_PRIVATE_KEY_FILE": str(lab_state.ssh_key)}
-    return {}
-
-
-def open_site_vault(site: Site):
-    """The site's BMC vault (rackform.secrets), read by the provision stage: made on first
-    use, outside the repo, with a credential for every BMC. $RACKFORM_BMC_VAULT, when set,
-    is used instead (the caller leaves it alone). None, after saying why, when the vault
-    cannot be kept safely."""
-    from rackform.secrets import SecretsError, ensure_site_vault  # only deploys that provision need it
-
-    try:
-        return ensure_site_vault(site)
-    except SecretsError as error:
-        print(f"rackform: {error}", file=sys.stderr)
-        return None
+    return stage_environment(site, set(), private_key=private_key, say=print).envvars
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -351,7 +265,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         report = verify(
             site.name, args.root, junit_xml=args.junit_xml, hosts=args.limit, stages=args.stages,
-            checks=args.checks, envvars=_connection_env(site.name, args.private_key), progress=print,
+            checks=args.checks, envvars=_connection_env(site, args.private_key), progress=print,
         )
     except VerifyError as exc:
         print(f"rackform: {site.name}: {exc}", file=sys.stderr)

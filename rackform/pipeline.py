@@ -2,11 +2,15 @@
 
 load -> preflight checks -> render -> run stages in order -> verify. The stage order
 is defined here once; the CLI, the emitted `site.yml` and the Pulumi resource
-dependencies all read it from `STAGES`.
+dependencies all read it from `STAGES`. Running stages is one function,
+`rackform.run.stages.run_stages`, called by `rackform deploy` and by the Pulumi
+`Playbook` provider alike; `stage_digests` is what both record and compare.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +33,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("fabric", "fabric.yml", "switch baseline and lossless RoCE on switches and hosts"),
     Stage("os", "os.yml", "base OS: hostname, /etc/hosts, time sync, sysctls, fabric MTU"),
     Stage("kubernetes", "kubernetes.yml", "container runtime and Kubernetes bootstrap"),
-    Stage("platform", None, "GPU platform on the cluster (pulumi-kubernetes)"),
+    Stage("platform", None, "GPU platform on the cluster: build/<site>/platform/ (kubectl and helm, or pulumi-kubernetes)"),
     Stage("verify", "verify.yml", "post-deploy checks on every host"),
 )
 STAGE_NAMES = tuple(stage.name for stage in STAGES)
@@ -57,7 +61,36 @@ def load_and_check(site_name: str, root: Path = Path(".")) -> tuple[Site, list[F
 
 
 def build_dir(root: Path, site_name: str) -> Path:
-    return root / "build" / site_name
+    return Path(root) / "build" / site_name
 
 
-__all__ = ["STAGES", "STAGE_NAMES", "Stage", "DesignRejected", "load_and_check", "build_dir", "BadInput", "SourceError"]
+VERIFY_STAGE = "verify"
+
+
+def stage_digests(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Stage -> digest of the rendered files it reads (`rackform.render.digest.stage_digest`).
+
+    verify checks what every stage before it did, so its digest also covers theirs:
+    it runs again whenever any earlier stage would. A stage with nothing to hash
+    (no playbook and no files of its own) has no digest.
+    """
+    from rackform.render.digest import stage_digest
+
+    digests: dict[str, str] = {}
+    for stage in STAGES:
+        if stage.playbook is not None and stage.playbook not in files:
+            continue  # a project rendered without this stage's playbook
+        try:
+            digests[stage.name] = stage_digest(dict(files), stage.name)
+        except ValueError:
+            continue
+    if VERIFY_STAGE in digests:
+        chained = hashlib.sha256()
+        for name, digest in digests.items():
+            chained.update(f"{name}\0{digest}\0".encode())
+        digests[VERIFY_STAGE] = chained.hexdigest()
+    return digests
+
+
+__all__ = ["STAGES", "STAGE_NAMES", "Stage", "DesignRejected", "load_and_check", "build_dir", "stage_digests",
+           "BadInput", "SourceError"]

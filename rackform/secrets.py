@@ -256,9 +256,9 @@ def bmc_hosts(site) -> list[str]:
     return [host.name for host in site.hosts.values() if host.bmc_address is not None]
 
 
-def ensure_site_vault(site, root: Path | None = None) -> SiteVault:
-    """The site's vault, with a credential for every host that has a BMC."""
-    vault = SiteVault(site.name, root)
+def ensure_site_vault(site, root: Path | None = None, environ: dict[str, str] | None = None) -> SiteVault:
+    """The site's vault, with a credential for every host that has a BMC (`environ`: as SiteVault)."""
+    vault = SiteVault(site.name, root, environ)
     vault.ensure(bmc_hosts(site))
     return vault
 

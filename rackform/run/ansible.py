@@ -19,10 +19,15 @@ from typing import Any
 
 import ansible_runner
 
+from rackform.run import interrupt
+
 RUNNER_DIR_NAME = "artifacts"
 """Per-run ansible-runner folders (job events, stdout) live here, inside the project.
 The render writer keeps this folder when it re-renders the project
 (`rackform.render.writer.RUNTIME_DIRS`)."""
+
+CANCEL_POLL_S = 0.5
+"""How often ansible-runner looks at the cancel flag while a playbook prints nothing."""
 
 KEPT_RUNS = 20
 """How many past run folders stay on disk for debugging; older ones are removed."""
@@ -100,12 +105,15 @@ def run_playbook(
     event_handler: EventHandler | None = None,
     quiet: bool = True,
     envvars: Mapping[str, str] | None = None,
+    diff: bool = False,
 ) -> RunResult:
     """Run `playbook` (relative to `project_dir`) and report what happened.
 
     The inventory comes from the project's ansible.cfg unless `inventory` (a path
     relative to the project) is given. `event_handler` sees every ansible-runner
     event as it arrives; with `quiet` nothing of Ansible's output reaches stdout.
+    A signal owned by `rackform.run.interrupt` cancels the run (status "canceled");
+    ansible-runner then installs no signal handlers of its own.
     """
     project_dir = Path(project_dir).resolve()
     if not (project_dir / playbook).is_file():
@@ -119,11 +127,13 @@ def run_playbook(
         playbook=playbook,
         inventory=str(project_dir / inventory) if inventory else None,
         limit=limit,
-        cmdline="--check" if check else None,
+        cmdline=" ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted) or None,
         envvars={**_runner_env(), **(envvars or {})},
         event_handler=collector,
         quiet=quiet,
         suppress_env_files=True,  # env files are reused when present: never let one run's options leak into the next
+        cancel_callback=interrupt.cancel_requested,
+        settings={"pexpect_timeout": CANCEL_POLL_S},
     )
     return RunResult(
         playbook=playbook,

@@ -8,6 +8,11 @@ the play for all its hosts: `any_errors_fatal` (one host failed) or
 `max_fail_percentage` (too many did); those hosts are reported as stopped and
 left out of the later stages as well. A stage that fails without any host
 failing (a broken playbook, a --limit matching nothing) stops the deployment.
+
+A stage without a playbook (platform) runs through the callable given for it in
+`stage_runners` (rackform.run.stages gives kubectl and helm for the platform);
+with none it is reported as not run. A SIGINT or SIGTERM (rackform.run.interrupt) cancels the running
+playbook and starts no later step; the report says which step was cut.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from typing import Any, Protocol
 import yaml
 
 from rackform.pipeline import STAGES, Stage
+from rackform.run import interrupt
 from rackform.run.ansible import EventHandler, RunResult, TaskFailure, run_playbook
 
 VALIDATE_PLAYBOOK = "validate.yml"
-OUTSIDE_ANSIBLE = "runs outside Ansible (pulumi up)"
+OUTSIDE_ANSIBLE = "not run: no runner for this stage"
 READS_LIVE_STATE = {"verify"}
 """Stages that check the live machines: in check mode nothing was changed for them
 to find, so they run only when asked for by name (--stage verify)."""
@@ -44,19 +50,22 @@ class Step:
     """Why the plan leaves it out (the summary says so), or None."""
 
 
-def plan_steps(selected: Collection[str] | None = None, *, check: bool = False) -> list[Step]:
+def plan_steps(selected: Collection[str] | None = None, *, check: bool = False,
+               unavailable: Mapping[str, str] | None = None) -> list[Step]:
     """validate first, then the chosen stages (all by default) in the order of STAGES.
 
     Stages that do not run stay in the plan, with the reason, so the summary can
-    say why: platform (Pulumi, not Ansible) always, verify in check mode unless chosen.
-    Only the stages that run are numbered.
+    say why: verify in check mode unless chosen, and those `unavailable` names with
+    the reason they cannot run here (platform without a kubeconfig). Only the stages
+    that run are numbered.
     """
     known = {stage.name for stage in STAGES}
     unknown = sorted(set(selected or ()) - known)
     if unknown:
         raise ValueError(f"unknown stage(s) {', '.join(unknown)}; stages are {', '.join(s.name for s in STAGES)}")
     stages = [stage for stage in STAGES if selected is None or stage.name in selected]
-    reasons = {stage.name: _plan_skip(stage, selected, check) for stage in stages}
+    reasons = {stage.name: (unavailable or {}).get(stage.name) or _plan_skip(stage, selected, check)
+               for stage in stages}
     numbered = [stage.name for stage in stages if reasons[stage.name] is None]
     steps = [Step("validate", VALIDATE_PLAYBOOK, "validate")]
     for stage in stages:
@@ -67,8 +76,6 @@ def plan_steps(selected: Collection[str] | None = None, *, check: bool = False) 
 
 
 def _plan_skip(stage: Stage, selected: Collection[str] | None, check: bool) -> str | None:
-    if stage.playbook is None:
-        return OUTSIDE_ANSIBLE
     if check and selected is None and stage.name in READS_LIVE_STATE:
         return NOT_IN_CHECK_MODE
     return None
@@ -127,6 +134,8 @@ class DeployReport:
     runs: list[StepRun]
     check: bool = False
     duration_s: float = 0.0
+    interrupted: str | None = None
+    """Why the deployment was cut short by a signal ('interrupted by SIGTERM'), else None."""
 
     @property
     def failed_hosts(self) -> dict[str, HostFailure]:
@@ -143,7 +152,12 @@ class DeployReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failed_hosts and self.broken_step is None
+        return not self.failed_hosts and self.broken_step is None and self.interrupted is None
+
+    @property
+    def cut_step(self) -> StepRun | None:
+        """The step a signal cancelled while it ran."""
+        return next((run for run in self.runs if run.result is not None and run.result.status == "canceled"), None)
 
     @property
     def changed(self) -> int:
@@ -173,6 +187,8 @@ class Progress(Protocol):
 
 
 Runner = Callable[..., RunResult]
+StageRunner = Callable[..., RunResult]
+"""Runs a stage that has no playbook: called with check=, event_handler=; returns its RunResult."""
 
 
 def deploy(
@@ -185,36 +201,53 @@ def deploy(
     progress: Progress | None = None,
     envvars: Mapping[str, str] | None = None,
     runner: Runner | None = None,
+    stage_runners: Mapping[str, StageRunner] | None = None,
+    diff: bool = False,
+    left_out: Collection[str] = (),
 ) -> DeployReport:
     """Run each step's playbook in order and report per stage and per host.
 
     `runner` stands in for run_playbook (tests replay recorded runs through it).
+    `left_out`: hosts that failed before this call (the Pulumi chain passes the hosts
+    earlier stages lost), left out as if they had failed in an earlier step here.
     """
     runner = runner or run_playbook
     runs: list[StepRun] = []
-    failed: dict[str, str] = {}  # host -> stage where it failed; left out from then on
+    failed: dict[str, str] = dict.fromkeys(left_out, "an earlier stage")  # host -> stage where it failed
     targets: set[str] | None = None  # the hosts validate.yml saw: every host within --limit
     stop_reason: str | None = None
     for step in steps:
-        reason = stop_reason or _why_not_run(step, targets, failed)
+        if stop_reason is None and interrupt.cancel_requested():
+            stop_reason = f"not run: {interrupt.reason()}"
+        reason = stop_reason or _why_not_run(step, targets, failed, stage_runners)
         if reason:
             runs.append(StepRun(step, not_run=reason, left_out=tuple(sorted(failed))))
             continue
-        run = _run_step(step, project_dir, runner, progress, failed, limit=limit, check=check, envvars=envvars)
+        # validate.yml checks the inventory on the controller: it sees every host in the
+        # limit, so hosts lost before this call are known to it (and left out after it).
+        before = {} if step.playbook == VALIDATE_PLAYBOOK else failed
+        run = _run_step(step, project_dir, runner, progress, before, limit=limit, check=check, envvars=envvars,
+                        special=(stage_runners or {}).get(step.name), diff=diff)
         runs.append(run)
-        if targets is None:
+        if targets is None and step.playbook is not None:
             targets = set(run.result.hosts)
         for failure in run.failures():
             failed.setdefault(failure.host, step.name)
-        if run.broken:
+        if run.result.status == "canceled":
+            stop_reason = f"not run: {interrupt.reason()} during {step.name}"
+        elif run.broken:
             stop_reason = f"not run: {step.name} failed ({run.result.status}, rc {run.result.rc})"
     duration_s = round(sum(run.result.duration_s for run in runs if run.result), 3)
-    return DeployReport(site, runs, check=check, duration_s=duration_s)
+    cut = interrupt.reason() if interrupt.cancel_requested() else None
+    return DeployReport(site, runs, check=check, duration_s=duration_s, interrupted=cut)
 
 
-def _why_not_run(step: Step, targets: set[str] | None, failed: Mapping[str, str]) -> str | None:
-    if step.not_run or step.playbook is None:
-        return step.not_run or OUTSIDE_ANSIBLE
+def _why_not_run(step: Step, targets: set[str] | None, failed: Mapping[str, str],
+                 stage_runners: Mapping[str, StageRunner] | None) -> str | None:
+    if step.not_run:
+        return step.not_run
+    if step.playbook is None:
+        return None if step.name in (stage_runners or {}) else OUTSIDE_ANSIBLE
     if targets is not None and targets <= failed.keys():
         # ansible-playbook refuses a --limit that leaves no host at all.
         return "not run: every host failed in an earlier stage"
@@ -223,9 +256,9 @@ def _why_not_run(step: Step, targets: set[str] | None, failed: Mapping[str, str]
 
 def _run_step(step: Step, project_dir: Path, runner: Runner, progress: Progress | None,
               failed: Mapping[str, str], *, limit: str | None, check: bool,
-              envvars: Mapping[str, str] | None) -> StepRun:
+              envvars: Mapping[str, str] | None, special: StageRunner | None = None, diff: bool = False) -> StepRun:
     left_out = tuple(sorted(failed))
-    plays = PlayTracker(fatal_plays(Path(project_dir) / step.playbook))
+    plays = PlayTracker(fatal_plays(Path(project_dir) / step.playbook) if step.playbook else set())
 
     notices: list[tuple[str, str]] = []
 
@@ -238,8 +271,12 @@ def _run_step(step: Step, project_dir: Path, runner: Runner, progress: Progress 
 
     if progress is not None:
         progress.step_started(step, left_out)
-    result = runner(project_dir, step.playbook, limit=combined_limit(limit, left_out), check=check,
-                    event_handler=on_event, quiet=True, envvars=envvars)
+    if special is not None:
+        result = special(check=check, event_handler=on_event)
+    else:
+        extra = {"diff": True} if diff else {}
+        result = runner(project_dir, step.playbook, limit=combined_limit(limit, left_out), check=check,
+                        event_handler=on_event, quiet=True, envvars=envvars, **extra)
     failed_here = {failure.host for failure in result.failures}
     run = StepRun(step, result, left_out=left_out, stopped=tuple(sorted(plays.stopped_hosts() - failed_here)),
                   notices=tuple(sorted(set(notices))))

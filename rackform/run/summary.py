@@ -100,6 +100,8 @@ def notices_section(report: DeployReport, max_host_rows: int = MAX_HOST_ROWS) ->
 def failures_section(report: DeployReport) -> list[str]:
     failures = report.failed_hosts
     broken = report.broken_step
+    if broken is not None and broken.result.status == "canceled":
+        broken = None  # cut by a signal: the verdict says so
     if not failures and broken is None:
         return []
     lines = ["failures"]
@@ -145,6 +147,11 @@ def playbook_errors(run_dir: Path | None, limit: int = 3) -> list[str]:
 def verdict(report: DeployReport) -> str:
     """The last line: ok or failed, and what changed."""
     hosts = len(report.hosts)
+    if report.interrupted is not None:
+        cut = report.cut_step
+        where = f" during {cut.step.name}" if cut is not None else ""
+        return (f"{report.site}: STOPPED: {report.interrupted}{where}; later stages did not run "
+                f"(run the deploy again to converge)")
     if report.broken_step is not None:
         step = report.broken_step
         return f"{report.site}: FAILED: {step.step.name} did not run to the end; later stages did not run"

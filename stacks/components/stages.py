@@ -2,9 +2,10 @@
 
 Ansible stages are `Playbook`s; the `platform` stage (no playbook) is whatever
 `platform` makes from the kubernetes-stage Playbook (the GpuPlatform component).
-Each stage depends on the one before (and on what `waits` adds for it: the fabric stage
-waits for the Onyx switches' SwitchConfig pushes), so `pulumi up` runs them in the
-pipeline's order and a failed stage stops the rest.
+Each stage depends on the one before (and on what `waits` adds for it), so `pulumi up`
+runs them in the pipeline's order. Hosts a stage loses (its `failed_hosts`) are the next
+stage's `left_out`, as `rackform deploy` leaves them out; the last stage fails `pulumi
+up` when any host failed, and a stage that cannot run to its end stops the rest.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ ANSIBLE_STAGES: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.pla
 
 
 def stage_digests(site: Site) -> dict[str, str]:
-    """Render the site's project once (in memory) and hash what each stage reads."""
-    from rackform.render.digest import stage_digest
+    """Render the site's project once (in memory) and hash what each stage reads: the
+    digests `rackform deploy` records (rackform.pipeline.stage_digests)."""
+    from rackform.pipeline import stage_digests as digests_of
     from rackform.render.project import render_files
 
-    files = render_files(site)
-    return {stage.name: stage_digest(files, stage.name) for stage in ANSIBLE_STAGES}
+    return digests_of(render_files(site))
 
 
 def stage_chain(
@@ -45,14 +46,18 @@ def stage_chain(
     """
     stages: dict[str, pulumi.Resource] = {}
     previous: list[pulumi.Resource] = []
+    lost: pulumi.Input[list[str]] = []  # hosts failed so far: the last Playbook's failed_hosts
+    last = ANSIBLE_STAGES[-1].name
     for stage in STAGES:
         if stage.playbook is None:
             if platform is not None and isinstance(previous[-1], Playbook):
                 stages[stage.name] = platform(previous[-1])
                 previous = [stages[stage.name]]
             continue
-        args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name])
+        args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name],
+                            left_out=lost, last=stage.name == last)
         opts = pulumi.ResourceOptions(parent=parent, depends_on=[*previous, *(waits or {}).get(stage.name, ())])
-        stages[stage.name] = Playbook(f"{name}-{stage.name}", args, opts)
-        previous = [stages[stage.name]]
+        playbook = Playbook(f"{name}-{stage.name}", args, opts)
+        stages[stage.name] = playbook
+        previous, lost = [playbook], playbook.failed_hosts
     return stages

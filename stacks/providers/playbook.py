@@ -1,20 +1,31 @@
-"""`Playbook`: one Ansible stage of a site as a Pulumi resource (a dynamic provider).
+"""`Playbook`: one stage of a site as a Pulumi resource (a dynamic provider).
 
-The program computes each stage's digest (a hash of the rendered files that stage
-reads); the engine compares it with the digest stored in the state, so `pulumi
-preview` lists exactly the stages that would run again. `create`/`update` render
-the project to build/<site>/ and run the stage playbook through ansible-runner.
-The digest is `rackform.render.digest.stage_digest` over `rackform.render.project.
-render_files(site)`, in the program and here alike.
+The program computes each stage's digest (`rackform.pipeline.stage_digests`: a hash
+of the rendered files that stage reads); the engine compares it with the digest
+stored in the state, so `pulumi preview` lists exactly the stages that would run
+again. `create`/`update` call `rackform.run.stages.run_stages` for the one stage:
+the function `rackform deploy` calls, so both front doors render, validate, build
+the stage environment, run, isolate failed hosts and record the applied digest
+(state/<site>.json) the same way.
+
+Failed hosts, as `rackform deploy` treats them: a host that fails a stage is left
+out of the later ones (`failed_hosts` feeds the next stage's `left_out`) and the
+stage succeeds for the others, with a warning; the stored digest is then marked
+incomplete, so the next preview shows the stage again. A stage fails the resource
+when it could not run to its end (a broken playbook, a cut run, no host left), and
+the last stage (`last`) fails when any host failed anywhere: `pulumi up` exits
+non-zero where `rackform deploy` exits 1, after the healthy hosts were deployed.
+
+Credentials come from the stack's configuration (`configure`, stacks/providers/
+credentials.py), never from the resource's inputs or state.
 
 How the engine ships this provider: `pulumi.dynamic.Resource` pickles the provider
 *instance* with dill into the state, and a separate `python -m pulumi.dynamic`
 process unpickles it before calling `diff`/`create`/`update`. dill stores this
 class by reference (`providers.playbook.PlaybookProvider`), so that process must be
-able to import it: Pulumi starts both the program and its dynamic-provider
-process in the program directory (`main: stacks/` in Pulumi.yaml), which puts
-stacks/ on sys.path. Hence: no state on the instance, no resources created at
-import time, and the heavy imports (rackform, ansible-runner) inside methods.
+able to import it (see docs/pulumi.md for the arrangement). Hence: no state on the
+instance, no resources created at import time, and the heavy imports (rackform,
+ansible-runner) inside methods.
 """
 
 from __future__ import annotations
@@ -39,7 +50,8 @@ if TYPE_CHECKING:
     from rackform.run.ansible import RunResult
 
 INPUT_KEYS = ("site", "stage", "root", "digest")
-OUTPUT_KEYS = ("changed", "ok_hosts", "duration_s", "kubeconfig")
+OPTIONAL_INPUT_KEYS = ("left_out", "last")
+OUTPUT_KEYS = ("changed", "ok_hosts", "duration_s", "kubeconfig", "failed_hosts")
 SECRET_OUTPUTS = ["kubeconfig"]
 """Stored encrypted in the state and shown as [secret]: the cluster's admin credentials."""
 KUBECONFIG_STAGE = "kubernetes"
@@ -63,12 +75,26 @@ class PlaybookArgs:
     """Repo root holding topologies/ and inventories/; where build/<site>/ is written."""
     digest: pulumi.Input[str]
     """Hash of the rendered files the stage reads: a new digest means the stage runs again."""
+    left_out: pulumi.Input[list[str]] | None = None
+    """Hosts earlier stages lost (the previous stage's `failed_hosts`): not run here."""
+    last: bool = False
+    """The last stage of the chain: fails when any host failed anywhere."""
+
+
+_CREDENTIALS: list = []
+"""The stack's credentials, set by `configure` in the provider process (kept off the instance,
+which dill pickles into the state)."""
 
 
 class PlaybookProvider(ResourceProvider):
     """CRUD for one stage: run it when its digest changes, remember what it did."""
 
     serialize_as_secret_always = False  # the pickled provider holds no secrets; keep the state readable
+
+    def configure(self, req) -> None:
+        from providers.credentials import StageCredentials
+
+        _CREDENTIALS[:] = [StageCredentials.from_config(req.config)]
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         return CheckResult(news, _check_inputs(news))
@@ -95,9 +121,8 @@ class PlaybookProvider(ResourceProvider):
         return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        # A stage that has run cannot be un-run: dropping it from the program only
-        # forgets it. Tearing hosts down is a separate, explicit operation.
-        return None
+        """Forget the stage; the hosts keep what it did (the resource is also `retain_on_delete`,
+        so a preview says so). Tearing hosts down is a separate, explicit operation."""
 
 
 class Playbook(Resource, module="rackform", name="Playbook"):
@@ -114,10 +139,14 @@ class Playbook(Resource, module="rackform", name="Playbook"):
     kubeconfig: pulumi.Output[str]
     """The cluster's admin kubeconfig (secret) where the kubernetes stage fetched one, else ''."""
 
+    failed_hosts: pulumi.Output[list[str]]
+    """Hosts that have failed this stage or an earlier one (left out of the later stages)."""
+
     def __init__(self, name: str, args: PlaybookArgs, opts: pulumi.ResourceOptions | None = None):
-        props = {key: getattr(args, key) for key in INPUT_KEYS} | dict.fromkeys(OUTPUT_KEYS)
-        secret = pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS)
-        super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret))
+        props = ({key: getattr(args, key) for key in INPUT_KEYS}
+                 | {"left_out": args.left_out or [], "last": args.last} | dict.fromkeys(OUTPUT_KEYS))
+        own = pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS, retain_on_delete=True)
+        super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, own))
 
 
 def _check_inputs(news: dict[str, Any]) -> list[CheckFailure]:
@@ -132,33 +161,59 @@ def _check_inputs(news: dict[str, Any]) -> list[CheckFailure]:
 
 
 def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
-    """Render the site's project, run the stage playbook, return the resource's outputs.
+    """Run the stage through the pipeline's stage runner; return the resource's outputs.
 
-    Raises StageFailed naming the failed hosts and tasks when the run is not ok.
+    Raises StageFailed when the stage could not run to its end, or (last stage) when
+    any host failed; warns and carries on when only some hosts failed.
     """
-    from rackform.pipeline import STAGES, build_dir, load_and_check
-    from rackform.render.digest import stage_digest
-    from rackform.render.project import render_files
-    from rackform.render.writer import write_project
-    from rackform.run import ansible
+    from providers.credentials import StageCredentials
 
-    root = Path(props["root"])
-    stage = next(stage for stage in STAGES if stage.name == props["stage"])
-    site, _warnings = load_and_check(props["site"], root)
-    files = render_files(site)
-    project_dir = build_dir(root, site.name)
-    write_project(files, project_dir)
-    result = ansible.run_playbook(project_dir, stage.playbook)
-    if not result.ok:
-        raise StageFailed(failure_message(props["site"], stage.name, result))
+    from rackform.run.stages import applied_digest, run_stages
+
+    credentials = _CREDENTIALS[0] if _CREDENTIALS else StageCredentials()
+    stage = props["stage"]
+    with credentials.environment() as envvars:
+        site_run = run_stages(props["site"], Path(props["root"]), [stage], envvars=envvars,
+                              left_out=props.get("left_out") or [], via="pulumi")
+    report = site_run.report
+    run = next(run for run in report.runs if run.step.name == stage)
+    failed = sorted(set(report.failed_hosts) | set(props.get("left_out") or []))
+    problem = _stage_problem(report, run, failed, last=bool(props.get("last")))
+    if problem is not None:
+        raise StageFailed(problem)
+    if failed:
+        pulumi.log.warn(f"stage '{stage}' of site '{props['site']}': {len(failed)} host(s) failed and are left out "
+                        f"of later stages: {', '.join(failed[:MAX_FAILURES_SHOWN])}")
+    result = run.result
+    recorded = site_run.recorded.get(stage)
     return {
         **{key: props[key] for key in INPUT_KEYS},
-        "digest": stage_digest(files, stage.name),  # what actually ran
+        "left_out": props.get("left_out") or [],
+        "last": bool(props.get("last")),
+        "digest": applied_digest(recorded) if recorded else props["digest"],  # what actually ran
         "changed": result.changed,
         "ok_hosts": sum(stats.failed == 0 and stats.unreachable == 0 for stats in result.hosts.values()),
         "duration_s": result.duration_s,
-        "kubeconfig": fetched_kubeconfig(project_dir, stage.name),
+        "kubeconfig": fetched_kubeconfig(site_run.project_dir, stage),
+        "failed_hosts": failed,
     }
+
+
+def _stage_problem(report, run, failed: list[str], *, last: bool) -> str | None:
+    """Why the resource fails, or None when the stage ran (possibly without some hosts)."""
+    site = report.site
+    if run.result is None:
+        why = run.not_run or "not run"
+        broken = report.broken_step
+        if broken is not None:
+            return failure_message(site, broken.step.name, broken.result)
+        return f"stage '{run.step.name}' of site '{site}' {why}" + (f"; failed hosts: {', '.join(failed)}" if failed else "")
+    if report.interrupted is not None or run.broken:
+        return failure_message(site, run.step.name, run.result)
+    if last and failed:
+        return failure_message(site, run.step.name, run.result) if run.result.failures else (
+            f"site '{site}': {len(failed)} host(s) failed in earlier stages: {', '.join(failed[:MAX_FAILURES_SHOWN])}")
+    return None
 
 
 def fetched_kubeconfig(project_dir: Path, stage: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import rackform.run.deploy as deploy_module
+from rackform.run import environment
 from rackform import cli
 from rackform.pipeline import STAGE_NAMES, STAGES, Stage
 from rackform.run.ansible import RunResult, _FailureCollector, _host_stats, run_playbook
@@ -307,11 +308,17 @@ def test_stage_order_comes_from_stages(monkeypatch):
 
 @pytest.mark.parametrize(
     ("stage", "label"),
-    [("validate", "validate"), ("provision", "provision 1/5"), ("os", "os 3/5"), ("platform", "platform"),
-     ("verify", "verify 5/5")],
+    [("validate", "validate"), ("provision", "provision 1/6"), ("os", "os 3/6"), ("platform", "platform 5/6"),
+     ("verify", "verify 6/6")],
 )
-def test_labels_number_the_ansible_stages(stage: str, label: str):
+def test_labels_number_the_stages(stage: str, label: str):
     assert {step.name: step.label for step in plan_steps()}[stage] == label
+
+
+def test_an_unavailable_stage_is_planned_not_run_with_its_reason_and_not_numbered():
+    steps = plan_steps(unavailable={"platform": "not run: no kubeconfig"})
+    assert [(s.name, s.label, s.not_run) for s in steps[-2:]] == [
+        ("platform", "platform", "not run: no kubeconfig"), ("verify", "verify 5/5", None)]
 
 
 def test_labels_count_only_the_chosen_stages():
@@ -321,11 +328,11 @@ def test_labels_count_only_the_chosen_stages():
 def test_check_mode_leaves_verify_out_saying_why():
     steps = plan_steps(check=True)
     assert [(s.name, s.label, s.not_run) for s in steps[-2:]] == [
-        ("platform", "platform", OUTSIDE_ANSIBLE), ("verify", "verify", NOT_IN_CHECK_MODE)]
+        ("platform", "platform 5/5", None), ("verify", "verify", NOT_IN_CHECK_MODE)]
 
 
 def test_check_mode_numbers_only_the_stages_it_runs():
-    assert {step.name: step.label for step in plan_steps(check=True)}["os"] == "os 3/4"
+    assert {step.name: step.label for step in plan_steps(check=True)}["os"] == "os 3/5"
 
 
 def test_check_mode_runs_verify_when_asked_for():
@@ -342,7 +349,7 @@ def test_deploy_runs_the_playbooks_in_stage_order(project: Path, recorded):
     assert runner.playbooks == ["validate.yml", *(stage.playbook for stage in STAGES if stage.playbook)]
 
 
-def test_pulumi_stage_is_reported_not_run(project: Path, recorded):
+def test_a_stage_without_a_runner_is_reported_not_run(project: Path, recorded):
     report, _, _ = run_deploy(project, recorded, ALL_OK)
     platform = next(run for run in report.runs if run.step.name == "platform")
     assert (platform.result, platform.not_run) == (None, OUTSIDE_ANSIBLE)
@@ -679,10 +686,10 @@ def root(tmp_path: Path) -> Path:
 
 
 class FakeVault:
-    """Stands in for the site vault (rackform.cli.open_site_vault): no passwords made, and
+    """Stands in for the site vault (rackform.run.environment.open_vault): no passwords made, and
     rackform.secrets never imported here (test_ipmi_commands hides it from sys.modules)."""
 
-    def __init__(self, site):
+    def __init__(self, site, environ=None):
         self.vault_file = Path(f"/secrets/{site.name}/bmc_vault.yml")
 
     def runner_envvars(self) -> dict[str, str]:
@@ -697,7 +704,7 @@ def fake_runner(monkeypatch, recorded):
         return runner
 
     monkeypatch.setattr("rackform.lab.state.load", lambda site: None)  # no lab up, whatever this machine has
-    monkeypatch.setattr(cli, "open_site_vault", FakeVault)
+    monkeypatch.setattr(environment, "open_vault", FakeVault)
     for name in ("ANSIBLE_PRIVATE_KEY_FILE", "RACKFORM_BMC_VAULT"):
         monkeypatch.delenv(name, raising=False)
     return install
@@ -784,7 +791,7 @@ def test_provision_gets_the_site_vault(root: Path, fake_runner):
 
 def test_no_vault_is_opened_without_the_provision_stage(root: Path, fake_runner, monkeypatch):
     runner = fake_runner(ALL_OK)
-    monkeypatch.setattr(cli, "open_site_vault", None)  # calling it would fail the test
+    monkeypatch.setattr(environment, "open_vault", None)  # calling it would fail the test
     cli.main(["deploy", "lab", "--root", str(root), "--stage", "os"])
     assert runner.call("os.yml")["envvars"] == {}
 
@@ -798,7 +805,11 @@ def test_an_exported_vault_is_used_as_it_is(root: Path, fake_runner, monkeypatch
 
 def test_a_vault_that_cannot_be_opened_exits_1_before_running_anything(root: Path, fake_runner, monkeypatch):
     runner = fake_runner(ALL_OK)
-    monkeypatch.setattr(cli, "open_site_vault", lambda site: None)
+
+    def refuse(site, environ):
+        raise environment.StageEnvironmentError("no vault password file at /nowhere")
+
+    monkeypatch.setattr(environment, "open_vault", refuse)
     assert (cli.main(["deploy", "lab", "--root", str(root)]), runner.calls) == (1, [])
 
 

@@ -37,7 +37,9 @@ from pulumi.dynamic.dynamic import serialize_provider  # noqa: E402
 from pulumi.runtime._serialization import _deserialize, _serialize  # noqa: E402
 
 import rackform.render.project  # noqa: E402
-import rackform.run.ansible  # noqa: E402
+import rackform.run.deploy  # noqa: E402
+from rackform.run import applied  # noqa: E402
+from rackform.run.stages import INCOMPLETE_PREFIX  # noqa: E402
 from rackform.pipeline import load_and_check  # noqa: E402
 from rackform.render.digest import stage_digest  # noqa: E402
 from rackform.run.ansible import HostStats, RunResult, TaskFailure  # noqa: E402
@@ -152,6 +154,14 @@ def test_round_trip_then_diff_in_a_fresh_provider_process():
 # one playbook per stage) but acting on localhost: the lab's own playbooks target real
 # hosts. Only `render_files` is replaced; the digest, the writer and the run are real.
 LOCAL_PROJECT = {
+    "validate.yml": """\
+- name: Validate (stand-in)
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Inventory checked
+      ansible.builtin.debug: {{msg: checked}}
+""",
     "ansible.cfg": "[defaults]\ninventory = inventory\ngathering = explicit\n",
     "inventory/hosts.yml": (
         "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
@@ -208,6 +218,10 @@ class TestOnLocalhost:
         assert (created.id, created.outs["changed"], created.outs["ok_hosts"]) == ("lab/provision", 1, 1)
         assert (root / "marker.txt").read_text() == "provisioned\n"
 
+    def test_create_records_the_applied_stage_as_deploy_does(self, created, root: Path):
+        recorded = applied.load(root, "lab")["provision"]
+        assert (recorded.digest, recorded.via, recorded.complete) == (created.outs["digest"], "pulumi", True)
+
     def test_create_writes_the_project_under_build(self, created, root: Path):
         assert (root / "build" / "lab" / "provision.yml").is_file()
 
@@ -218,11 +232,24 @@ class TestOnLocalhost:
         updated = PlaybookProvider().update(created.id, created.outs, stage_props(root, "provision"))
         assert updated.outs["changed"] == 0
 
-    def test_failed_stage_names_hosts_and_tasks(self, root: Path):
+    def test_a_stage_that_loses_its_only_host_names_it_in_the_last_stage(self, root: Path):
+        """fabric fails on localhost, the only host: as `rackform deploy`, the stage itself
+        completes for the others (none here), and the chain's last stage fails naming it."""
         with pytest.raises(StageFailed) as failed:
-            PlaybookProvider().create(stage_props(root, "fabric"))
+            PlaybookProvider().create(stage_props(root, "fabric") | {"last": True})
         assert "failed hosts (1): localhost" in str(failed.value)
         assert "localhost: Configure PFC: PFC priority 3 not lossless" in str(failed.value)
+
+    def test_a_host_failing_a_middle_stage_is_a_warning_and_marks_the_digest_incomplete(self, root: Path):
+        created = PlaybookProvider().create(stage_props(root, "fabric"))
+        assert created.outs["failed_hosts"] == ["localhost"]
+        assert created.outs["digest"].startswith(INCOMPLETE_PREFIX)
+        assert PlaybookProvider().diff(created.id, created.outs, stage_props(root, "fabric", created.outs["digest"]
+                                       .removeprefix(INCOMPLETE_PREFIX))).changes is True
+
+    def test_hosts_left_out_by_earlier_stages_are_not_run(self, root: Path):
+        with pytest.raises(StageFailed, match="every host failed in an earlier stage"):
+            PlaybookProvider().create(stage_props(root, "provision") | {"left_out": ["localhost"]})
 
 
 # ---------------------------------------------------------------- create with the real render
@@ -238,13 +265,13 @@ def runs(monkeypatch) -> list[tuple[Path, str]]:
         calls.append((project_dir, playbook))
         return RunResult(playbook=playbook, status="successful", rc=0, hosts={"leaf-1": HostStats(ok=3, changed=2)})
 
-    monkeypatch.setattr(rackform.run.ansible, "run_playbook", run_playbook)
+    monkeypatch.setattr(rackform.run.deploy, "run_playbook", run_playbook)
     return calls
 
 
 def test_create_renders_the_real_project_and_runs_the_stage_playbook(site_root: Path, runs):
     PlaybookProvider().create(stage_props(site_root, "fabric"))
-    assert runs == [(site_root / "build" / "lab", "fabric.yml")]
+    assert runs == [(site_root / "build" / "lab", "validate.yml"), (site_root / "build" / "lab", "fabric.yml")]
     assert (site_root / "build" / "lab" / "fabric.yml").is_file()
 
 

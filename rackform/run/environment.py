@@ -1,0 +1,82 @@
+"""The environment a site's stages run in: how Ansible logs in, and the BMC vault.
+
+One place for both front doors. Nothing here is written into the rendered project:
+a project carries no secrets and no machine-local paths.
+
+- SSH key: the caller's `private_key`, else ANSIBLE_PRIVATE_KEY_FILE as already set
+  (in the given environment or this process's), else the key of the site's lab when
+  `rackform lab up SITE` is up on this machine, else SSH's own default.
+- BMC vault (only when the provision stage runs): $RACKFORM_BMC_VAULT as given, else
+  the site's vault (`rackform.secrets`), made on first use outside the repo. Its
+  password file is $RACKFORM_VAULT_PASSWORD_FILE where set (the Pulumi provider sets
+  it from the stack's secret config), else the vault's own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackform.model.site import Site
+from rackform.secrets import ENV_BMC_VAULT
+
+KEY_ENV = "ANSIBLE_PRIVATE_KEY_FILE"
+
+
+class StageEnvironmentError(Exception):
+    """The stages cannot be given what they need (a vault that cannot be kept safely)."""
+
+
+@dataclass(slots=True)
+class StageEnvironment:
+    envvars: dict[str, str]
+    """For ansible-runner: only what rackform adds; the process environment is passed on too."""
+    notes: list[str] = field(default_factory=list)
+    """What a person should know about where credentials came from."""
+
+
+def stage_environment(site: Site, stages: set[str], *, private_key: Path | None = None,
+                      given: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None
+                      ) -> StageEnvironment:
+    """What `stages` of `site` need, on top of `given` (which wins where it sets a variable)."""
+    given = dict(given or {})
+    environ = {**os.environ, **given}
+    env = StageEnvironment(envvars=given)
+    _connection(site.name, private_key, environ, env)
+    if "provision" in stages and not environ.get(ENV_BMC_VAULT):
+        _vault(site, environ, env)
+    for note in env.notes if say else ():
+        say(note)
+    return env
+
+
+def _connection(site_name: str, private_key: Path | None, environ: Mapping[str, str], env: StageEnvironment) -> None:
+    if private_key is not None:
+        env.envvars[KEY_ENV] = str(Path(private_key).resolve())
+        return
+    if environ.get(KEY_ENV):
+        return  # already in what ansible-runner passes on
+    from rackform.lab import state
+
+    lab_state = state.load(site_name)
+    if lab_state is not None and lab_state.ssh_key.exists():
+        env.notes.append(f"{site_name}: the lab is up on this machine: connecting with its key {lab_state.ssh_key}")
+        env.envvars[KEY_ENV] = str(lab_state.ssh_key)
+
+
+def open_vault(site: Site, environ: Mapping[str, str]):
+    """The site's BMC vault (`rackform.secrets.SiteVault`), made on first use."""
+    from rackform.secrets import SecretsError, ensure_site_vault  # only runs that provision need it
+
+    try:
+        return ensure_site_vault(site, environ=dict(environ))
+    except SecretsError as error:
+        raise StageEnvironmentError(str(error)) from None
+
+
+def _vault(site: Site, environ: Mapping[str, str], env: StageEnvironment) -> None:
+    vault = open_vault(site, environ)
+    env.notes.append(f"{site.name}: BMC credentials from the site vault {vault.vault_file}")
+    env.envvars.update(vault.runner_envvars())

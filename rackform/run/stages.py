@@ -1,0 +1,165 @@
+"""Run stages of one site: the one function both front doors call.
+
+`rackform deploy` calls `run_stages` with every stage (or those chosen); the Pulumi
+`Playbook` provider calls it with one stage from `create`/`update`. Either way:
+
+1. load and check the design (`rackform.pipeline.load_and_check`);
+2. under the site's lock (`rackform.run.sitelock`: one deploying process per site),
+   render the project to build/<site>/ (unchanged files stay untouched);
+3. the stage environment (`rackform.run.environment`: SSH key, BMC vault);
+4. validate.yml, then the stages in pipeline order (`rackform.run.deploy.deploy`):
+   a host that fails is left out of later stages, within the site's
+   max_fail_percentage; the platform stage applies build/<site>/platform/ with
+   kubectl and helm where the site has a kubeconfig, and says why not otherwise;
+5. each stage that ran for real is recorded with the digest of its inputs
+   (`rackform.run.applied`), the digest Pulumi diffs on.
+
+The result is a `SiteRun`: the deploy report (per stage, per host) and what was recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackform.checks import Finding
+from rackform.pipeline import build_dir, load_and_check, stage_digests
+from rackform.render.writer import WriteResult
+from rackform.run import applied
+from rackform.run.ansible import RunResult
+from rackform.run.deploy import DeployReport, Progress, Runner, StepRun, deploy, plan_steps
+from rackform.run.environment import stage_environment
+from rackform.run.sitelock import site_lock
+
+PLATFORM_STAGE = "platform"
+INCOMPLETE_PREFIX = "incomplete:"
+"""Marks a digest whose run left hosts out: the stage stays pending (Pulumi diffs on it too)."""
+
+
+@dataclass(slots=True)
+class SiteRun:
+    site: str
+    report: DeployReport
+    rendered: WriteResult
+    project_dir: Path
+    warnings: list[Finding] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
+    """Stage -> digest of the inputs it ran with (for the stages that ran)."""
+    recorded: dict[str, applied.AppliedStage] = field(default_factory=dict)
+    """What was written to the applied state (nothing in check mode)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+
+def run_stages(
+    site_name: str,
+    root: Path,
+    stages: Sequence[str] | None = None,
+    *,
+    limit: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    progress: Progress | None = None,
+    private_key: Path | None = None,
+    envvars: Mapping[str, str] | None = None,
+    left_out: Collection[str] = (),
+    via: str = "cli",
+    runner: Runner | None = None,
+    say: Callable[[str], None] | None = None,
+) -> SiteRun:
+    """Render, then run validate.yml and `stages` (all by default) of the site; see the module doc.
+
+    Raises BadInput / DesignRejected for a design with errors (nothing rendered or run),
+    StageEnvironmentError when the vault cannot be kept safely, SiteLocked when another
+    process deploys the site.
+    """
+    root = Path(root)
+    site, warnings = load_and_check(site_name, root)
+    from rackform.render.project import render_files
+    from rackform.render.writer import write_project
+
+    files = render_files(site)
+    project_dir = build_dir(root, site.name)
+    with site_lock(root, site.name, say=say):
+        rendered = write_project(files, project_dir)
+        if say is not None:
+            say(_render_line(site.name, project_dir, rendered))
+        steps = plan_steps(stages, check=check, unavailable=_unavailable(stages, project_dir))
+        wanted = {step.name for step in steps if step.not_run is None}
+        env = stage_environment(site, wanted, private_key=private_key, given=envvars, say=say)
+        report = deploy(
+            site.name, project_dir, steps, limit=limit, check=check, progress=progress, envvars=env.envvars,
+            runner=runner, stage_runners=_stage_runners(project_dir, env.envvars, wanted), diff=diff,
+            left_out=left_out,
+        )
+        digests = {name: digest for name, digest in stage_digests(files).items()
+                   if any(run.step.name == name and run.result is not None for run in report.runs)}
+        recorded = {} if check else _record(root, site.name, report, digests, limit=limit, via=via,
+                                            left_out=left_out)
+    return SiteRun(site.name, report, rendered, project_dir, warnings, digests, recorded)
+
+
+def _render_line(site: str, project_dir: Path, rendered: WriteResult) -> str:
+    return (f"{site}: rendered {project_dir} ({len(rendered.added)} added, {len(rendered.modified)} changed, "
+            f"{len(rendered.removed)} removed)")
+
+
+def _unavailable(stages: Sequence[str] | None, project_dir: Path) -> dict[str, str]:
+    """Stage -> why it cannot run from here (only the platform stage can be unavailable)."""
+    if stages is not None and PLATFORM_STAGE not in stages:
+        return {}
+    reason = platform_unavailable(project_dir)
+    return {PLATFORM_STAGE: f"not run: {reason}"} if reason else {}
+
+
+def platform_unavailable(project_dir: Path) -> str | None:
+    """Why the platform cannot be applied from here, or None when it can."""
+    from rackform.run import platform_apply
+
+    try:
+        platform_apply.check_available(project_dir)
+    except platform_apply.PlatformUnavailable as why:
+        return str(why)
+    return None
+
+
+def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[str]) -> dict[str, Callable[..., RunResult]]:
+    if PLATFORM_STAGE not in wanted:
+        return {}
+    from rackform.run import platform_apply
+
+    def apply(*, check: bool, event_handler=None) -> RunResult:
+        return platform_apply.apply_platform(project_dir, platform_apply.platform_kubeconfig(project_dir),
+                                             check=check, envvars=envvars, event_handler=event_handler)
+
+    return {PLATFORM_STAGE: apply}
+
+
+def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, str], *, limit: str | None,
+            via: str, left_out: Collection[str]) -> dict[str, applied.AppliedStage]:
+    """Record every stage that ran to its end (not cut, not broken) with what it did."""
+    recorded = {}
+    for run in report.runs:
+        if run.step.name not in digests or not _finished(run):
+            continue
+        failed = sorted({failure.host for failure in run.failures()} | set(run.left_out))
+        entry = applied.AppliedStage(
+            digest=digests[run.step.name], complete=limit is None and not failed and not left_out,
+            applied_at=applied.now(), by=applied.who(), via=via, hosts=len(run.result.hosts),
+            changed=run.result.changed, failed_hosts=failed,
+        )
+        applied.record(root, site, run.step.name, entry)
+        recorded[run.step.name] = entry
+    return recorded
+
+
+def _finished(run: StepRun) -> bool:
+    return run.result is not None and run.result.status != "canceled" and not run.broken
+
+
+def applied_digest(entry: applied.AppliedStage) -> str:
+    """The digest as Pulumi stores it: marked when the run left hosts out, so the stage stays pending."""
+    return entry.digest if entry.complete else INCOMPLETE_PREFIX + entry.digest
