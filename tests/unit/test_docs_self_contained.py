@@ -22,7 +22,7 @@ import yaml
 from rackform.model.schema import HostQos, RoceIntent, SwitchQos
 
 REPO = Path(__file__).resolve().parents[2]
-DOMAIN_DOC = REPO / "docs" / "domain.md"
+DOMAIN_DOC = REPO / "docs/domain.md"
 BLOCKS_DIR = REPO / "topologies" / "blocks"
 SKIPPED_PREFIXES = (".venv/",)
 MD = ".md"
@@ -194,6 +194,17 @@ def _table_rows(section: str) -> dict[str, list[str]]:
 
 def _ints(text: str) -> list[int]:
     return [int(number.replace(",", "")) for number in re.findall(r"\d[\d,]*", text)]
+
+
+_REPO_PATH = re.compile(r"`((?:rackform|roles|templates|topologies|tests|stacks)/[\w./-]+)`")
+
+
+def test_domain_names_only_paths_that_exist():
+    """docs/domain.md tells where each value lives: a file that moved must be followed there."""
+    named = set(_REPO_PATH.findall(DOMAIN_DOC.read_text()))
+    assert named, "docs/domain.md names no repository paths: the pattern above is out of date"
+    missing = sorted(path for path in named if not (REPO / path.rstrip("/")).exists())
+    assert not missing, f"docs/domain.md names paths the repository does not have: {missing}"
 
 
 def test_domain_building_blocks_match_the_catalog():
