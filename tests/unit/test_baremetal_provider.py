@@ -1,5 +1,7 @@
 """The `BareMetalNode` dynamic provider, called directly against the fake BMC (Pulumi's mocks
-never call providers), and through the dill round trip the engine does.
+never call providers), and through the dill round trip the engine does. The site login
+reads a real ansible-vault file (rackform.secrets), decrypted with the stack's
+rackform:vaultPassword as the engine hands it to `configure`.
 
 The same provider against the lab's ipmi_sim BMCs is in tests/lab/test_ipmi_fleet.py.
 """
@@ -10,14 +12,13 @@ import base64
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
-import types
 from pathlib import Path
 
 import dill
+import pulumi
 import pytest
-
-import rackform
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
@@ -25,7 +26,7 @@ if str(STACKS) not in sys.path:  # Pulumi runs the program (and its providers) f
     sys.path.insert(0, str(STACKS))
 
 from providers import baremetal  # noqa: E402
-from providers.baremetal import BareMetalError, BareMetalNode, BareMetalProvider  # noqa: E402
+from providers.baremetal import TELEMETRY_KEYS, BareMetalError, BareMetalNode, BareMetalProvider  # noqa: E402
 from pulumi.dynamic import Config, ConfigureRequest  # noqa: E402
 from pulumi.dynamic.dynamic import serialize_provider  # noqa: E402
 from pulumi.runtime._serialization import _deserialize, _serialize  # noqa: E402
@@ -34,8 +35,9 @@ from rackform.ipmi.credentials import Credentials  # noqa: E402
 from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig  # noqa: E402
 from rackform.ipmi.fleet import BmcLocks, Fleet, RetryPolicy  # noqa: E402
 from rackform.ipmi.session import Timeouts  # noqa: E402
+from rackform.secrets import SiteVault  # noqa: E402
 
-SECRET = "rotated-Pw-9f3e2a7c1"  # 20 characters: the IPMI 2.0 maximum
+VAULT_PASSWORD = "stack-vault-Pw-4e1d"  # what `pulumi config set --secret rackform:vaultPassword` holds
 
 
 def props(fake: FakeBmc | None = None, **changes) -> dict:
@@ -91,9 +93,10 @@ def test_create_sets_the_boot_device_and_powers_on(fake):
     assert (created.id, fake.power, fake.boot_device) == ("lab/gpu-1", "on", 0x1)
 
 
-def test_create_reports_readings(fake):
+def test_create_reports_state_and_inventory_but_no_telemetry(fake):
     outs = BareMetalProvider().create(props(fake)).outs
-    assert (outs["power_state"], outs["power_draw_w"], outs["firmware"]) == ("on", 8500.0, "1.42")
+    assert (outs["power_state"], outs["firmware"]) == ("on", "1.42")
+    assert not set(TELEMETRY_KEYS) & set(outs)
 
 
 def test_create_sets_the_boot_device_before_powering_on(fake):
@@ -111,7 +114,16 @@ def test_read_returns_the_real_power_state(fake):
     created = BareMetalProvider().create(props(fake))
     fake.power = "off"  # someone switched it off by hand
     read = BareMetalProvider().read(created.id, created.outs)
-    assert (read.outs["power_state"], read.outs["power_draw_w"]) == ("off", 8500.0)
+    assert read.outs["power_state"] == "off"
+
+
+def test_read_drops_telemetry_an_earlier_version_stored(fake):
+    """Watts and temperatures change on every read: as state they made every refresh drift."""
+    created = BareMetalProvider().create(props(fake))
+    stored = created.outs | {"power_draw_w": 8100.0, "temperatures_c": {"inlet": 24.0}}
+    read = BareMetalProvider().read(created.id, stored)
+    assert not set(TELEMETRY_KEYS) & set(read.outs)
+    assert BareMetalProvider().diff(created.id, read.outs, props(fake)).changes is False
 
 
 def test_drift_found_by_read_is_an_update_on_the_next_up(fake):
@@ -139,43 +151,108 @@ def test_update_without_a_boot_change_leaves_the_boot_device_alone(fake):
     assert fake.commands.count((0x00, 0x08)) == boots_before
 
 
-def test_delete_leaves_the_node_powered(fake):
+def test_delete_sends_the_bmc_nothing(fake):
+    """Deleting only forgets the node (and the program marks it retain_on_delete)."""
     created = BareMetalProvider().create(props(fake))
+    sent = len(fake.commands)
     BareMetalProvider().delete(created.id, created.outs)
-    assert fake.power == "on"
+    assert (fake.power, len(fake.commands)) == ("on", sent)
 
 
-def test_an_unreachable_bmc_fails_with_the_reason(monkeypatch):
-    monkeypatch.setattr(baremetal, "fleet_for", lambda p: Fleet(lambda node: Credentials("ADMIN", "ADMIN"),
-                                                                retry=RetryPolicy(attempts=2, jitter=0.0),
-                                                                timeouts=Timeouts(0.1, 0), sleep=lambda s: None,
-                                                                locks=BmcLocks()))
+@pytest.fixture()
+def quick_fleet(monkeypatch):
+    """Short timeouts and one retry: an unreachable BMC gives up in a fraction of a second."""
+    monkeypatch.setattr(baremetal, "fleet_for", lambda p, c: Fleet(lambda node: Credentials("ADMIN", "ADMIN"),
+                                                                   retry=RetryPolicy(attempts=2, jitter=0.0),
+                                                                   timeouts=Timeouts(0.1, 0), sleep=lambda s: None,
+                                                                   locks=BmcLocks()))
+
+
+def test_an_unreachable_bmc_fails_create_with_the_reason(quick_fleet):
     with FakeBmc(FakeBmcConfig(answer_packets=0)) as silent, pytest.raises(BareMetalError) as failed:
         BareMetalProvider().create(props(silent))
     assert "gpu-1 (127.0.0.1): apply failed: unreachable" in str(failed.value)
 
 
+def test_refresh_of_an_unreachable_bmc_warns_and_keeps_the_stored_state(quick_fleet, monkeypatch, capsys):
+    """One dead BMC must not fail a whole `pulumi refresh`. In the provider process there is
+    no engine connection: pulumi.log.warn writes to stderr, which the engine shows."""
+    monkeypatch.setattr(pulumi.log, "get_engine", lambda: None)
+    with FakeBmc(FakeBmcConfig(answer_packets=0)) as silent:
+        stored = props(silent) | {"firmware": "1.42", "serial": "S1", "product": "DGX", "power_draw_w": 900.0}
+        read = BareMetalProvider().read("lab/gpu-1", stored)
+    assert (read.id, read.outs) == ("lab/gpu-1", {k: v for k, v in stored.items() if k != "power_draw_w"})
+    assert "warning: gpu-1 (127.0.0.1): read failed: unreachable" in capsys.readouterr().err
+
+
+# --- the site login: the site's vault, decrypted with the stack's vault password -------------------
+
+
 @pytest.fixture()
-def secret_store(monkeypatch):
-    """A stand-in for rackform.secrets holding the node's rotated password."""
-    store = types.ModuleType("rackform.secrets")
-    store.bmc_credentials = lambda site, root: (lambda node: ("ADMIN", SECRET))
-    monkeypatch.setitem(sys.modules, "rackform.secrets", store)
-    monkeypatch.setattr(rackform, "secrets", store, raising=False)  # `from rackform import secrets` reads this
+def site_vault(tmp_path, monkeypatch) -> SiteVault:
+    """The lab's BMC vault (a real ansible-vault file) encrypted with the stack's vault password."""
+    monkeypatch.setenv("RACKFORM_SECRETS_DIR", str(tmp_path / "secrets"))
+    monkeypatch.delenv("RACKFORM_VAULT_PASSWORD_FILE", raising=False)
+    password_file = tmp_path / "stack-vault-password"
+    password_file.write_text(VAULT_PASSWORD + "\n")
+    password_file.chmod(0o600)
+    vault = SiteVault("lab", environ={"RACKFORM_SECRETS_DIR": str(tmp_path / "secrets"),
+                                      "RACKFORM_VAULT_PASSWORD_FILE": str(password_file)})
+    vault.ensure(["gpu-1"])
+    password_file.unlink()  # from here on only the stack config knows it
+    return vault
 
 
-def test_site_login_comes_from_the_secret_store(secret_store):
-    with FakeBmc(FakeBmcConfig(password=SECRET)) as fake:
-        created = BareMetalProvider().create(props(fake, login="site"))
+def configured(vault_password: str | None) -> BareMetalProvider:
+    provider = BareMetalProvider()
+    config = {"rackform:vaultPassword": vault_password} if vault_password is not None else {}
+    provider.configure(ConfigureRequest(config=Config(raw_config=config, project_name="rackform")))
+    return provider
+
+
+def rotated_login(vault: SiteVault) -> tuple[str, str]:
+    """The node's rotated login, read back the way a person would (with the password in a file)."""
+    with tempfile.TemporaryDirectory() as folder:
+        password_file = Path(folder) / "pw"
+        password_file.write_text(VAULT_PASSWORD + "\n")
+        password_file.chmod(0o600)
+        entry = SiteVault("lab", vault.directory.parent, {"RACKFORM_VAULT_PASSWORD_FILE": str(password_file)}
+                          ).load()["gpu-1"]
+    return entry.user, entry.password
+
+
+def test_site_login_reads_the_vault_with_the_stack_vault_password(site_vault, tmp_path, monkeypatch):
+    user, password = rotated_login(site_vault)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with FakeBmc(FakeBmcConfig(user=user, password=password)) as fake:
+        created = configured(VAULT_PASSWORD).create(props(fake, login="site"))
     assert created.outs["power_state"] == "on"
+    assert list((tmp_path / "tmp").iterdir()) == []  # the vault password file is gone
 
 
-def test_no_password_in_outputs_or_the_pickled_provider(secret_store):
-    with FakeBmc(FakeBmcConfig(password=SECRET)) as fake:
-        created = BareMetalProvider().create(props(fake, login="site"))
-        read = BareMetalProvider().read(created.id, created.outs)
-    state = json.dumps([created.outs, read.outs]) + base64.b64decode(engine_serialize(BareMetalProvider())).hex()
-    assert SECRET not in state and SECRET.encode().hex() not in state
+def test_a_wrong_vault_password_fails_naming_the_vault_not_the_password(site_vault):
+    with FakeBmc(FakeBmcConfig()) as fake, pytest.raises(BareMetalError) as failed:
+        configured("not-the-password").create(props(fake, login="site"))
+    assert "site lab: BMC vault: cannot decrypt" in str(failed.value)
+    assert "not-the-password" not in str(failed.value)
+
+
+def test_without_a_stack_vault_password_the_sites_own_password_file_is_used(site_vault):
+    """As the CLI: the vault was made with another password, so the site's own file cannot open it."""
+    with FakeBmc(FakeBmcConfig()) as fake, pytest.raises(BareMetalError, match="no vault password file at"):
+        configured(None).create(props(fake, login="site"))
+
+
+def test_no_password_in_outputs_or_the_pickled_configured_provider(site_vault):
+    user, password = rotated_login(site_vault)
+    provider = configured(VAULT_PASSWORD)
+    with FakeBmc(FakeBmcConfig(user=user, password=password)) as fake:
+        created = provider.create(props(fake, login="site"))
+        read = provider.read(created.id, created.outs)
+    state = json.dumps([created.outs, read.outs]) + base64.b64decode(engine_serialize(provider)).hex()
+    for secret in (password, VAULT_PASSWORD):
+        assert secret not in state and secret.encode().hex() not in state
 
 
 # --- the engine's dill round trip ------------------------------------------------------------------
@@ -192,7 +269,7 @@ def test_provider_is_pickled_by_reference():
 
 
 def test_round_trip_then_create_in_this_process(fake):
-    provider = _deserialize(lambda: dill.loads(base64.b64decode(engine_serialize(BareMetalProvider()))))
+    provider = _deserialize(lambda: dill.loads(base64.b64decode(engine_serialize(configured(VAULT_PASSWORD)))))
     provider.configure(ConfigureRequest(config=Config(raw_config={}, project_name="rackform")))
     assert provider.create(props(fake)).outs["power_state"] == "on"
 
