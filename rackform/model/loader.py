@@ -29,6 +29,7 @@ from rackform.model.site import (
     Switch,
 )
 from rackform.model import source
+from rackform.model.inventory import load_inventory
 from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
 
 
@@ -180,56 +181,6 @@ def _check_block_shape(block: schema.BlockType, data: LineDict) -> None:
         raise SourceError(data.loc, "node", f"a {block.category} block has a 'node' section and no 'switch' section")
 
 
-# ---------------------------------------------------------------- inventory
-
-
-def _inventory_hosts(inventory: Path) -> dict[str, tuple[Loc, dict]]:
-    """Hosts named anywhere in hosts.yml (all.hosts and nested children), with inline vars."""
-    path = inventory / "hosts.yml"
-    data = load_yaml(path)
-    if not isinstance(data, LineDict) or not isinstance(data.get("all"), LineDict):
-        where = data.loc if isinstance(data, LineDict) else Loc(display_path(path), 1)
-        raise SourceError(where, "all", "expected an Ansible YAML inventory with a top-level 'all' group")
-    found: dict[str, tuple[Loc, dict]] = {}
-
-    def walk(group: Any, where: str) -> None:
-        if group is None:
-            return
-        if not isinstance(group, LineDict):
-            raise SourceError(Loc(display_path(path), 0), where, "expected a mapping (hosts, children, vars)")
-        for key in group:
-            if key not in ("hosts", "children", "vars"):
-                raise SourceError(group.key_loc(key), f"{where}.{key}", "unknown key; expected hosts, children or vars")
-        hosts = group.get("hosts") or {}
-        for name, inline in hosts.items():
-            found.setdefault(str(name), (hosts.key_loc(name), inline or {}))
-        for child_name, child in (group.get("children") or {}).items():
-            walk(child, f"{where}.children.{child_name}")
-
-    walk(data["all"], "all")
-    return found
-
-
-def _host_vars(inventory: Path, name: str, inline: dict, declared: Loc) -> tuple[schema.HostVars, LineDict, Loc]:
-    path = inventory / "host_vars" / f"{name}.yml"
-    data: Any = inline
-    where = declared
-    if path.exists():
-        file_data = load_yaml(path)
-        where = Loc(display_path(path), 1)
-        if not isinstance(file_data, dict):
-            raise BadInput([SourceError(where, "", "expected a mapping of host variables")])
-        if inline:
-            merged = LineDict({**inline, **file_data})
-            merged.path, merged.line = file_data.path, file_data.line
-            merged.lines = {**{k: 0 for k in inline}, **file_data.lines}
-            file_data = merged
-        data = file_data
-    if not data:
-        raise BadInput([SourceError(declared, name, f"no variables for this host (expected {display_path(path)})")])
-    return parse(schema.HostVars, data, where), data, where
-
-
 # ---------------------------------------------------------------- site
 
 
@@ -316,7 +267,7 @@ def _load_site(site: str, root: Path) -> Site:
         for index, cable in enumerate(design.cabling)
     ]
 
-    group_vars, extra_keys = _load_inventory(inventory, hosts, switches, unresolved, errors)
+    group_vars, extra_keys, user_inventory = load_inventory(inventory, hosts, switches, unresolved, errors)
     if errors:
         raise BadInput(errors)
     return Site(
@@ -339,6 +290,7 @@ def _load_site(site: str, root: Path) -> Site:
         inventory_path=inventory,
         loc=raw.loc,
         extra_inventory_keys=extra_keys,
+        user_inventory=user_inventory,
         provisioning=design.provisioning,
         origins=layers.origins(raw),
     )
@@ -426,66 +378,3 @@ def _place_device(rack_name, placed, block, loc, raw_device, errors) -> Device |
         name=placed.name, block=block, rack=rack_name, position_u=placed.position_u,
         host_names=host_names, loc=loc, switch=placed.switch, roce_overrides=placed.roce_overrides,
     )
-
-
-def _load_inventory(
-    inventory: Path,
-    hosts: dict[str, Host],
-    switches: dict[str, Switch],
-    unresolved: set[str],
-    errors: list[SourceError],
-):
-    if not inventory.is_dir():
-        errors.append(SourceError(Loc(display_path(inventory), 0), "", "inventory folder not found (expected hosts.yml, host_vars/)"))
-        return schema.GroupVarsAll(), {}
-    try:
-        listed = _inventory_hosts(inventory)
-    except SourceError as exc:
-        errors.append(exc)
-        return schema.GroupVarsAll(), {}
-    extra = {}
-    for name, (declared, inline) in listed.items():
-        node = hosts.get(name) or switches.get(name)
-        if node is None and name in unresolved:
-            continue
-        if node is None:
-            extra[name] = declared
-            errors.append(SourceError(declared, name, "host is in the inventory but not placed in any rack of the site design"))
-            continue
-        try:
-            values, data, where = _host_vars(inventory, name, inline, declared)
-        except (BadInput, SourceError) as exc:
-            errors.extend(exc.errors if isinstance(exc, BadInput) else [exc])
-            continue
-        node.vars_loc = where
-        node.var_locs = {key: data.key_loc(key) for key in data}
-        node.management_address = values.management_address
-        node.management_mac = values.management_mac
-        node.serial = values.serial
-        if isinstance(node, Host):
-            node.bmc_address = values.bmc_address
-            node.bmc_mac = values.bmc_mac
-            for port_name, port in values.fabric_ports.items():
-                fabric_ports = data.get("fabric_ports")
-                node.var_locs[f"fabric_ports.{port_name}"] = fabric_ports.key_loc(port_name)
-                if port.address is not None:
-                    node.fabric_addresses[port_name] = port.address
-                if port.mac is not None:
-                    node.fabric_macs[port_name] = port.mac
-        elif values.bmc_address is not None or values.fabric_ports:
-            errors.append(SourceError(where, name, "switches take management_address, management_mac and serial only"))
-    for name, node in {**hosts, **switches}.items():
-        if name not in listed:
-            managed = not isinstance(node, Switch) or node.os != "unmanaged"
-            if managed:
-                errors.append(SourceError(node.loc, name, f"placed in the site design but missing from {display_path(inventory / 'hosts.yml')}"))
-    group_vars = schema.GroupVarsAll()
-    group_path = inventory / "group_vars" / "all.yml"
-    if group_path.exists():
-        try:
-            group_vars = parse(schema.GroupVarsAll, load_yaml(group_path), Loc(display_path(group_path), 1))
-        except BadInput as exc:
-            errors.extend(exc.errors)
-        except SourceError as exc:
-            errors.append(exc)
-    return group_vars, extra

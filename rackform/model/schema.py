@@ -9,16 +9,51 @@ later, in `rackform.model.site`.
 
 from __future__ import annotations
 
+import re
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
 """A DNS-label-safe name: lowercase letters, digits and inner hyphens."""
 
-Mac = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")]
-"""A MAC address, lowercase, colon separated."""
+_MAC_SPELLINGS = re.compile(
+    r"[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}"  # aa:bb:cc:dd:ee:ff, AA-BB-CC-DD-EE-FF
+    r"|[0-9a-f]{4}\.[0-9a-f]{4}\.[0-9a-f]{4}"  # aabb.ccdd.eeff
+    r"|[0-9a-f]{12}"  # aabbccddeeff
+)
+SEXAGESIMAL_BASE = 60
+"""YAML 1.1 reads an unquoted 52:54:00:12:34:56 as a base-60 integer."""
+
+
+def _unquoted_mac_hint(number: int) -> str:
+    """What an unquoted MAC that YAML read as an integer was probably written as."""
+    groups = []
+    while number:
+        number, digit = divmod(number, SEXAGESIMAL_BASE)
+        groups.insert(0, f"{digit:02d}")
+    if len(groups) == 6:
+        return f'YAML read an unquoted MAC as a number: quote it, e.g. "{":".join(groups)}"'
+    return "YAML read an unquoted MAC as a number: quote it"
+
+
+def normalise_mac(value: object) -> str:
+    """A MAC in any common spelling -> lower-case colon form (02:0a:0a:00:00:0f)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise PydanticCustomError("mac_address", _unquoted_mac_hint(value))
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text is None or not _MAC_SPELLINGS.fullmatch(text):
+        raise PydanticCustomError(
+            "mac_address", "not a MAC address (write aa:bb:cc:dd:ee:ff, aa-bb-cc-dd-ee-ff, aabb.ccdd.eeff or aabbccddeeff)"
+        )
+    digits = re.sub(r"[^0-9a-f]", "", text)
+    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
+
+
+Mac = Annotated[str, BeforeValidator(normalise_mac)]
+"""A MAC address in any common spelling, stored lower-case and colon separated."""
 
 Priority = Annotated[int, Field(ge=0, le=7)]
 Dscp = Annotated[int, Field(ge=0, le=63)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
+from typing import Any
 
 from rackform.model.schema import (
     BlockType,
@@ -100,6 +101,8 @@ class Host:
     fabric_macs: dict[str, str] = field(default_factory=dict)
     var_locs: dict[str, Loc] = field(default_factory=dict)
     """Line of each inventory key, for errors about addresses and MACs."""
+    user_vars: dict = field(default_factory=dict)
+    """The inventory's other variables, passed through unchanged (rackform.model.inventory)."""
 
     @property
     def block(self) -> BlockType:
@@ -121,6 +124,7 @@ class Switch:
     management_mac: str | None = None
     serial: str | None = None
     var_locs: dict[str, Loc] = field(default_factory=dict)
+    user_vars: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,8 @@ class Site:
     inventory_path: Path
     loc: Loc
     extra_inventory_keys: dict[str, Loc] = field(default_factory=dict)
+    user_inventory: Any = None
+    """Groups and group variables of the user's inventory (rackform.model.inventory.UserInventory)."""
     provisioning: Provisioning = field(default_factory=Provisioning)
     origins: dict[str, Loc] = field(default_factory=dict)
     """`fabric.switch.mtu` -> the file and line that set it (site, profile or fleet defaults)."""
