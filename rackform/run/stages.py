@@ -19,6 +19,7 @@ The result is a `SiteRun`: the deploy report (per stage, per host) and what was 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from rackform.checks import Finding
 from rackform.pipeline import build_dir, load_and_check, stage_digests
 from rackform.render.writer import WriteResult
 from rackform.run import applied
-from rackform.run.ansible import RunResult
+from rackform.run.ansible import RunResult, TaskFailure
 from rackform.run.deploy import DeployReport, Progress, Runner, StepRun, deploy, plan_steps
 from rackform.run.environment import stage_environment
 from rackform.run.sitelock import site_lock
@@ -120,9 +121,9 @@ def platform_unavailable(project_dir: Path) -> str | None:
     from rackform.run import platform_apply
 
     try:
-        platform_apply.check_available(project_dir)
+        platform_apply.check_ready(project_dir)
     except platform_apply.PlatformUnavailable as why:
-        return str(why)
+        return why.reason
     return None
 
 
@@ -132,8 +133,13 @@ def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[st
     from rackform.run import platform_apply
 
     def apply(*, check: bool, event_handler=None) -> RunResult:
-        return platform_apply.apply_platform(project_dir, platform_apply.platform_kubeconfig(project_dir),
-                                             check=check, envvars=envvars, event_handler=event_handler)
+        environ = {**os.environ, **envvars}
+        try:
+            return platform_apply.apply_platform(project_dir, platform_apply.platform_kubeconfig(project_dir, environ),
+                                                 check=check, environ=environ)
+        except platform_apply.PlatformUnavailable as why:  # e.g. a release with no chart repository
+            return RunResult(playbook="platform", status="failed", rc=1, hosts={},
+                             failures=[TaskFailure(platform_apply.CLUSTER, "platform", why.reason)])
 
     return {PLATFORM_STAGE: apply}
 
