@@ -129,6 +129,6 @@ def _report(name: str, source, root: Path, files: dict[Path, str], prefixes) -> 
                   f"(--fabric-prefix {network.name}=PREFIX to change it)")
     for leftover in (root / "topologies" / "platform" / f"{source.name}.yaml", root / f"Pulumi.{source.name}.yaml"):
         if leftover.exists():
-            print(f"{name}: not copied: {leftover.name} (site-specific; copy it if {name} wants the same)")
+            print(f"{name}: not copied: {leftover.relative_to(root)} (site-specific; copy it if {name} wants the same)")
     print(f"{name}: fill in the serials and MACs marked TO FILL IN in inventories/{name}/host_vars/, "
           f"then `rackform validate {name}`")
