@@ -28,12 +28,14 @@ def platform_versions(site: Site) -> Iterator[Finding]:
         yield Finding("platform_versions", "error", error.loc, error.key or "platform", error.message)
         return
     for conflict in conflicts(matrix, site.kubernetes.version, matrix.chosen(design.versions)):
-        yield Finding("platform_versions", "error", _chosen_at(conflict, design.version_locs, site.kubernetes_loc),
+        version_loc = site.origin("kubernetes.version", site.kubernetes_loc)
+        yield Finding("platform_versions", "error", _chosen_at(conflict, design.version_locs, version_loc),
                       _key(conflict, design.version_locs), f"{conflict.message} [matrix: {conflict.matrix_loc}]")
 
 
 def _chosen_at(conflict: Conflict, version_locs: dict[str, Loc], kubernetes_loc: Loc) -> Loc:
-    """The site's line that chose the offending release; Kubernetes' when it is a default."""
+    """The platform file's line that chose the offending release; else the line that set
+    kubernetes.version (the site's, a profile's or the version matrix's default)."""
     return version_locs.get(conflict.component, kubernetes_loc)
 
 

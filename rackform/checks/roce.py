@@ -232,7 +232,8 @@ def _roce_findings(site: Site, check_name: str, rule: Rule) -> Iterator[Finding]
     roce = site.fabric.roce
     site_problems = list(rule(roce, host_settings(site.fabric), switch_settings(site.fabric)))
     for problem in site_problems:
-        yield Finding(check_name, "error", site.fabric_loc, _site_key(problem.fields[0]), problem.message)
+        key = _site_key(problem.fields[0])
+        yield Finding(check_name, "error", site.origin(key, site.fabric_loc), key, problem.message)
     already_reported = {problem.message for problem in site_problems}
 
     effective_host: dict[str, HostRoceSettings] = {}

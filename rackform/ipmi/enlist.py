@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from rackform.ipmi.discovery import BmcFacts
-from rackform.model import schema
-from rackform.model.loader import load_catalog, load_yaml, parse, site_paths
+from rackform.model import loader
+from rackform.model.loader import load_catalog, site_paths
 from rackform.model.source import BadInput, Loc, SourceError
 
 
@@ -64,8 +64,7 @@ def load_design(site_name: str, root: Path) -> Design:
     if not site_path.exists():
         raise BadInput([SourceError(Loc(str(site_path), 0), "", f"no such site '{site_name}'")])
     catalog = load_catalog(blocks_dir)
-    raw = load_yaml(site_path)
-    design: schema.SiteFile = parse(schema.SiteFile, raw, Loc(str(site_path), 1))
+    design, raw = loader.load_design(root, site_path)  # with the profiles and defaults it extends
     errors: list[SourceError] = []
     racks, hosts, _switches, _unresolved = _resolve_racks(design, raw, catalog, errors)
     if errors:

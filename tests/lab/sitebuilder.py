@@ -77,8 +77,9 @@ def build_site(root: Path, site: str, design: str, host_vars: dict[str, str], al
     topologies/sites/<site>.yaml, and inventories/<site>/ holding the hosts of `host_vars` (name to
     host_vars text) with `all_vars` as group_vars/all.yml. Returns `root`."""
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    for shared in (REPO_ROOT / "topologies").glob("*.yaml"):  # versions.yaml and any other shared file
+    for shared in (REPO_ROOT / "topologies").glob("*.yaml"):  # versions.yaml, defaults.yaml and any other shared file
         shutil.copy(shared, root / "topologies" / shared.name)
+    shutil.copytree(REPO_ROOT / "topologies" / "profiles", root / "topologies" / "profiles")
     (root / "topologies" / "sites").mkdir()
     (root / "topologies" / "sites" / f"{site}.yaml").write_text(design)
     inventory = root / "inventories" / site

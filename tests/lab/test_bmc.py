@@ -56,6 +56,8 @@ def site(tmp_path_factory) -> Site:
     root = tmp_path_factory.mktemp("bmctest-root")
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
     shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
+    shutil.copy(REPO_ROOT / "topologies" / "defaults.yaml", root / "topologies" / "defaults.yaml")
+    shutil.copytree(REPO_ROOT / "topologies" / "profiles", root / "topologies" / "profiles")  # lab.yaml extends them
     (root / "topologies" / "sites").mkdir()
     lab_yaml = (REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text()
     renamed = re.sub(r"^site: lab$", f"site: {SITE}", lab_yaml, flags=re.MULTILINE)

@@ -68,6 +68,8 @@ def fabtest_design() -> str:
     text = re.sub(r"^description: .*$", "description: Fabric test - 3 servers, 2 leaves, 1 spine", text, flags=re.M)
     text = re.sub(r"^ *- \{name: hci-1.*\n", "", text, flags=re.M)
     text = re.sub(r"^ *- \{a: mgmt-\d:.*\n", "", text, flags=re.M)
+    # the lab's shared fabric settings written out (onyx_design edits its MTU); no Kubernetes
+    text = text.replace("extends: [roce, kubernetes]\n", (REPO_ROOT / "topologies" / "profiles" / "roce.yaml").read_text())
     return moved(text.split("\nkubernetes:")[0] + "\n")
 
 

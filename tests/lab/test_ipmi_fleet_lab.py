@@ -63,6 +63,8 @@ def make_root(root: Path) -> Path:
     """A repo root holding the catalog and the lab renamed `ipmitest`, moved into 10.62.0.0/16."""
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
     shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
+    shutil.copy(REPO_ROOT / "topologies" / "defaults.yaml", root / "topologies" / "defaults.yaml")
+    shutil.copytree(REPO_ROOT / "topologies" / "profiles", root / "topologies" / "profiles")  # lab.yaml extends them
     (root / "topologies" / "sites").mkdir(parents=True)
     lab_yaml = (REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text()
     renamed = re.sub(r"^site: lab$", f"site: {SITE}", lab_yaml, flags=re.MULTILINE)

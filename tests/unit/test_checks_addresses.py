@@ -170,7 +170,7 @@ def test_overlapping_networks_are_an_error(lab_files):
 
 
 def test_pod_prefix_overlapping_a_network_is_an_error(lab_files):
-    lab_files.edit_site("pod_prefix: 10.244.0.0/16", "pod_prefix: 10.20.0.0/16")
+    lab_files.edit("topologies/profiles/kubernetes.yaml", "pod_prefix: 10.244.0.0/16", "pod_prefix: 10.20.0.0/16")
 
     [finding] = prefixes_do_not_overlap(lab_files.load())
 

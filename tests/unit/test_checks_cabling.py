@@ -171,6 +171,6 @@ def test_gpu_node_without_fabric_cables_points_at_its_device(lab_files):
 
 def test_single_homing_is_allowed_without_no_single_point_of_failure(lab_files):
     lab_files.edit_site(GPU1_FAB1, "{a: gpu-1:fab1, b: leaf-1:swp7}")
-    lab_files.edit_site("no_single_point_of_failure: true", "no_single_point_of_failure: false")
+    lab_files.edit("topologies/defaults.yaml", "no_single_point_of_failure: true", "no_single_point_of_failure: false")
 
     assert list(gpu_nodes_dual_homed(lab_files.load())) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rackform.checks.kubernetes import control_plane_count, control_plane_hosts, control_plane_spread
+from rackform.model.source import Loc
 
 CONTROL_PLANE = "control_plane: [mgmt-1, mgmt-2, mgmt-3]"
 SECOND_RACK = """
@@ -35,7 +36,7 @@ def test_lab_control_plane_is_sound(lab_site, k8s_check):
 
 @pytest.mark.parametrize("k8s_check", [control_plane_count, control_plane_hosts, control_plane_spread])
 def test_site_without_kubernetes_is_not_checked(lab_files, k8s_check):
-    text = lab_files.read("topologies/sites/lab.yaml")
+    text = lab_files.read("topologies/sites/lab.yaml").replace("extends: [roce, kubernetes]", "extends: [roce]")
     lab_files.write("topologies/sites/lab.yaml", text[: text.index("kubernetes:")])
 
     assert list(k8s_check(lab_files.load())) == []
@@ -47,7 +48,8 @@ def test_even_control_plane_is_an_error(lab_files):
 
     [finding] = control_plane_count(site)
 
-    assert (finding.key, finding.loc) == ("kubernetes.control_plane", site.kubernetes_loc)
+    control_plane_line = Loc(site.kubernetes_loc.path, site.kubernetes_loc.line + 1)
+    assert (finding.key, finding.loc) == ("kubernetes.control_plane", control_plane_line)
     assert "2 control-plane hosts (mgmt-1, mgmt-2): etcd needs an odd count" in finding.message
 
 

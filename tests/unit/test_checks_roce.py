@@ -26,10 +26,18 @@ ROCE_CHECKS = [
     roce_pfc_priorities, roce_pfc_agreement, roce_dscp_map, roce_host_tos,
     roce_trust, roce_ecn, roce_cnp_priority, roce_mtu, roce_overrides_apply,
 ]
+ROCE_PROFILE = "topologies/profiles/roce.yaml"
+"""Where the lab's fabric settings live (the site extends the profile); edits go there."""
 SWITCH_PFC = "    pfc_priorities: [3]\n    dscp_to_priority"
 HOST_PFC = "    pfc_priorities: [3]\n    roce_tos"
 LEAF_1 = "switch: {role: leaf, os: cumulus, fabric: compute, asn: 65101}"
 GPU_1 = "{name: gpu-1, block: dgx-h100, position_u: 7}"
+
+
+def set_at(lab_files, loc) -> str:
+    """The text of the line a finding points at."""
+    assert loc.path == ROCE_PROFILE, loc
+    return lab_files.read(loc.path).splitlines()[loc.line - 1]
 
 
 def override_leaf_1(lab_files, overrides: str) -> None:
@@ -68,18 +76,19 @@ def test_effective_settings_apply_only_the_overridden_fields(lab_site):
 
 
 def test_host_pfc_on_another_priority_is_an_error(lab_files):
-    lab_files.edit_site(HOST_PFC, HOST_PFC.replace("[3]", "[4]"))
+    lab_files.edit(ROCE_PROFILE, HOST_PFC, HOST_PFC.replace("[3]", "[4]"))
     site = lab_files.load()
 
     [finding] = roce_pfc_priorities(site)
 
-    assert (finding.key, finding.loc) == ("fabric.host.pfc_priorities", site.fabric_loc)
+    assert finding.key == "fabric.host.pfc_priorities"
+    assert set_at(lab_files, finding.loc) == "    pfc_priorities: [4]"  # the line that set it, in the profile
     assert "host PFC priorities [4] (switch [3], host [4])" in finding.message
     assert "not lossless" in finding.message
 
 
 def test_host_and_switch_pfc_disagreeing_is_an_error(lab_files):
-    lab_files.edit_site(HOST_PFC, HOST_PFC.replace("[3]", "[4]"))
+    lab_files.edit(ROCE_PROFILE, HOST_PFC, HOST_PFC.replace("[3]", "[4]"))
 
     [finding] = roce_pfc_agreement(lab_files.load())
 
@@ -87,7 +96,7 @@ def test_host_and_switch_pfc_disagreeing_is_an_error(lab_files):
 
 
 def test_pfc_on_an_extra_priority_is_an_error(lab_files):
-    lab_files.edit_site(SWITCH_PFC, SWITCH_PFC.replace("[3]", "[3, 4]"))
+    lab_files.edit(ROCE_PROFILE, SWITCH_PFC, SWITCH_PFC.replace("[3]", "[3, 4]"))
 
     [finding] = roce_pfc_priorities(lab_files.load())
 
@@ -96,7 +105,7 @@ def test_pfc_on_an_extra_priority_is_an_error(lab_files):
 
 
 def test_dscp_map_without_the_roce_dscp_is_an_error(lab_files):
-    lab_files.edit_site("dscp_to_priority: {26: 3, 48: 6}", "dscp_to_priority: {48: 6}")
+    lab_files.edit(ROCE_PROFILE, "dscp_to_priority: {26: 3, 48: 6}", "dscp_to_priority: {48: 6}")
 
     [finding] = roce_dscp_map(lab_files.load())
 
@@ -105,7 +114,7 @@ def test_dscp_map_without_the_roce_dscp_is_an_error(lab_files):
 
 
 def test_dscp_map_sending_cnp_elsewhere_is_an_error(lab_files):
-    lab_files.edit_site("dscp_to_priority: {26: 3, 48: 6}", "dscp_to_priority: {26: 3, 48: 5}")
+    lab_files.edit(ROCE_PROFILE, "dscp_to_priority: {26: 3, 48: 6}", "dscp_to_priority: {26: 3, 48: 5}")
 
     [finding] = roce_dscp_map(lab_files.load())
 
@@ -113,7 +122,7 @@ def test_dscp_map_sending_cnp_elsewhere_is_an_error(lab_files):
 
 
 def test_host_tos_with_the_wrong_dscp_is_an_error(lab_files):
-    lab_files.edit_site("roce_tos: 106", "roce_tos: 98")
+    lab_files.edit(ROCE_PROFILE, "roce_tos: 106", "roce_tos: 98")
 
     [finding] = roce_host_tos(lab_files.load())
 
@@ -123,7 +132,7 @@ def test_host_tos_with_the_wrong_dscp_is_an_error(lab_files):
 
 
 def test_trust_mismatch_is_an_error(lab_files):
-    lab_files.edit_site("  host:\n    trust: dscp", "  host:\n    trust: pcp")
+    lab_files.edit(ROCE_PROFILE, "  host:\n    trust: dscp", "  host:\n    trust: pcp")
 
     [finding] = roce_trust(lab_files.load())
 
@@ -131,7 +140,7 @@ def test_trust_mismatch_is_an_error(lab_files):
 
 
 def test_ecn_on_one_side_only_is_an_error(lab_files):
-    lab_files.edit_site("    ecn: true\n    mtu: 9000", "    ecn: false\n    mtu: 9000")
+    lab_files.edit(ROCE_PROFILE, "    ecn: true\n    mtu: 9000", "    ecn: false\n    mtu: 9000")
 
     [finding] = roce_ecn(lab_files.load())
 
@@ -140,7 +149,7 @@ def test_ecn_on_one_side_only_is_an_error(lab_files):
 
 
 def test_ecn_thresholds_out_of_order_are_an_error(lab_files):
-    lab_files.edit_site("min_kb: 150, max_kb: 1500", "min_kb: 1500, max_kb: 150")
+    lab_files.edit(ROCE_PROFILE, "min_kb: 150, max_kb: 1500", "min_kb: 1500, max_kb: 150")
 
     [finding] = roce_ecn(lab_files.load())
 
@@ -148,7 +157,7 @@ def test_ecn_thresholds_out_of_order_are_an_error(lab_files):
 
 
 def test_cnp_on_the_roce_priority_is_an_error(lab_files):
-    lab_files.edit_site("cnp_priority: 6", "cnp_priority: 3")
+    lab_files.edit(ROCE_PROFILE, "cnp_priority: 6", "cnp_priority: 3")
 
     [finding] = roce_cnp_priority(lab_files.load())
 
@@ -156,7 +165,7 @@ def test_cnp_on_the_roce_priority_is_an_error(lab_files):
 
 
 def test_pfc_on_the_cnp_priority_is_an_error(lab_files):
-    lab_files.edit_site(SWITCH_PFC, SWITCH_PFC.replace("[3]", "[3, 6]"))
+    lab_files.edit(ROCE_PROFILE, SWITCH_PFC, SWITCH_PFC.replace("[3]", "[3, 6]"))
 
     [finding] = roce_cnp_priority(lab_files.load())
 
@@ -164,18 +173,18 @@ def test_pfc_on_the_cnp_priority_is_an_error(lab_files):
 
 
 def test_host_mtu_above_switch_mtu_minus_l2_overhead_is_an_error(lab_files):
-    lab_files.edit_site("mtu: 9216", "mtu: 9000")
+    lab_files.edit(ROCE_PROFILE, "mtu: 9216", "mtu: 9000")
     site = lab_files.load()
 
     [finding] = roce_mtu(site)
 
-    assert (finding.key, finding.loc) == ("fabric.host.mtu", site.fabric_loc)
+    assert finding.key == "fabric.host.mtu" and set_at(lab_files, finding.loc) == "    mtu: 9000"
     assert "host MTU 9000 + 22 B of L2 overhead = 9022 B exceeds the switch MTU 9000" in finding.message
 
 
 @pytest.mark.parametrize(("host_mtu", "errors"), [(9216 - L2_OVERHEAD_B, 0), (9216 - L2_OVERHEAD_B + 1, 1)])
 def test_host_mtu_may_reach_exactly_switch_mtu_minus_overhead(lab_files, host_mtu, errors):
-    lab_files.edit_site("mtu: 9000", f"mtu: {host_mtu}")
+    lab_files.edit(ROCE_PROFILE, "mtu: 9000", f"mtu: {host_mtu}")
 
     assert len(list(roce_mtu(lab_files.load()))) == errors
 
@@ -207,7 +216,7 @@ def test_host_override_is_reported_on_that_hosts_links_only(lab_files):
 
 
 def test_site_level_mistake_is_reported_once_despite_unrelated_overrides(lab_files):
-    lab_files.edit_site("mtu: 9216", "mtu: 9000")
+    lab_files.edit(ROCE_PROFILE, "mtu: 9216", "mtu: 9000")
     override_leaf_1(lab_files, "{trust: dscp}")
 
     findings = list(roce_mtu(lab_files.load()))
@@ -216,7 +225,7 @@ def test_site_level_mistake_is_reported_once_despite_unrelated_overrides(lab_fil
 
 
 def test_override_repairing_a_link_adds_no_finding(lab_files):
-    lab_files.edit_site("mtu: 9216", "mtu: 9000")
+    lab_files.edit(ROCE_PROFILE, "mtu: 9216", "mtu: 9000")
     override_gpu_1(lab_files, "{mtu: 8900}")
 
     findings = list(roce_mtu(lab_files.load()))

@@ -32,7 +32,7 @@ def test_each_finding_names_the_check_that_made_it(lab_files):
     # several mistakes at once, one per check family
     lab_files.edit_site("power_budget_w: 35000", "power_budget_w: 20000")
     lab_files.edit_site("{a: gpu-2:fab0, b: leaf-1:swp6}", "{a: gpu-2:fab0, b: leaf-1:swp5}")
-    lab_files.edit_site("    mtu: 9216", "    mtu: 9000")
+    lab_files.edit("topologies/profiles/roce.yaml", "    mtu: 9216", "    mtu: 9000")
     lab_files.edit_site("control_plane: [mgmt-1, mgmt-2, mgmt-3]", "control_plane: [mgmt-1, gpu-1]")
     lab_files.edit_host_vars("gpu-2", "management_address: 10.10.0.16", "management_address: 10.10.0.15")
     names = {fn.__name__ for fn in REGISTRY}

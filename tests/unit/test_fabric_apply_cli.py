@@ -34,11 +34,11 @@ def test_malformed_endpoint_is_bad_input(capsys):
 def test_design_error_is_bad_input_with_file_and_line(capsys, tmp_path):
     for folder in ("topologies", "inventories"):
         shutil.copytree(REPO / folder, tmp_path / folder)
-    design = tmp_path / "topologies" / "sites" / "lab.yaml"
-    design.write_text(design.read_text().replace("pfc_priorities: [3]\n    roce_tos", "pfc_priorities: [4]\n    roce_tos"))
+    profile = tmp_path / "topologies" / "profiles" / "roce.yaml"  # the lab's fabric settings
+    profile.write_text(profile.read_text().replace("pfc_priorities: [3]\n    roce_tos", "pfc_priorities: [4]\n    roce_tos"))
     code = apply_cli.main(["lab", "--root", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == 2 and "topologies/sites/lab.yaml:" in err
+    assert code == 2 and "topologies/profiles/roce.yaml:" in err
 
 
 def test_unreachable_switch_fails_the_run_naming_it(capsys):
