@@ -1,0 +1,218 @@
+"""Apply the rendered platform (build/<site>/platform/) to the site's cluster with kubectl and helm.
+
+The `platform` stage has no playbook: `rackform deploy --stage platform` calls
+`apply_platform`, which runs, in this order and from build/<site>/platform/:
+
+    kubectl apply --server-side --field-manager=rackform -k manifests
+    helm upgrade <release> <chart> --install --repo <url> --version <pinned> --namespace <ns>
+         --values helm/<release>/values.yaml --wait --atomic --timeout <s>s     (per release, releases.yaml order)
+
+In check mode the same commands run with `--dry-run=server` (helm 3.13 or later) instead of
+waiting. It stops at the first failure, as Pulumi stops at a failed resource. Both tools
+get the kubeconfig through $KUBECONFIG only; their output is not kept (a helm dry run
+prints rendered Secrets), a failure reports the end of its stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from rackform.k8s.manifests import REPOSITORY_NOT_SET
+from rackform.render.platform_files import (
+    HELM_DIR,
+    KUSTOMIZATION,
+    MANIFESTS_DIR,
+    PLATFORM_DIR,
+    RELEASE_FILE,
+    RELEASE_INDEX,
+    VALUES_FILE,
+)
+from rackform.run.ansible import RunResult, TaskFailure
+
+FETCHED_KUBECONFIG = Path("artifacts") / "kubeconfig"
+"""Where the kubernetes stage fetches the admin kubeconfig, relative to build/<site>/."""
+FIELD_MANAGER = "rackform"
+MANIFESTS_TIMEOUT_S = 300
+HELM_GRACE_S = 60
+"""Seconds beyond helm's own --timeout before the process is given up on."""
+STDERR_TAIL_CHARS = 600
+CLUSTER = "cluster"
+"""The `host` of a platform failure: the platform acts on the cluster, not on a machine."""
+
+
+class PlatformUnavailable(Exception):
+    """The platform cannot be applied from here; `reason` says plainly what is missing."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    task: str
+    """What a person reads: `kubectl apply -k manifests`, `helm upgrade --install gpu-operator`."""
+    argv: tuple[str, ...]
+    timeout_s: int
+
+
+def platform_kubeconfig(project_dir: Path, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The kubeconfig the platform is applied with, or None.
+
+    The one the kubernetes stage fetched (build/<site>/artifacts/kubeconfig) wins: it is this
+    site's cluster by construction. Else $KUBECONFIG when set (a cluster bootstrapped outside
+    rackform), its first entry that exists. Never ~/.kube/config: an ambient default could be
+    another cluster.
+    """
+    environ = os.environ if environ is None else environ
+    fetched = Path(project_dir) / FETCHED_KUBECONFIG
+    if fetched.is_file():
+        return fetched
+    for entry in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if entry and Path(entry).expanduser().is_file():
+            return Path(entry).expanduser()
+    return None
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlatformUnavailable(f"{path} is missing: render the site again (rackform render)") from None
+    if not isinstance(data, dict):
+        raise PlatformUnavailable(f"{path}: expected a mapping; render the site again (rackform render)")
+    return data
+
+
+def _releases(platform_dir: Path) -> list[dict]:
+    releases = []
+    for name in _load(platform_dir.parent / RELEASE_INDEX).get("releases") or []:
+        record = _load(platform_dir.parent / HELM_DIR / str(name) / RELEASE_FILE)
+        missing = [key for key in ("name", "chart", "repository", "version", "namespace") if not record.get(key)]
+        if missing:
+            raise PlatformUnavailable(f"{platform_dir.parent / HELM_DIR / str(name) / RELEASE_FILE}: "
+                                      f"missing {', '.join(missing)}")
+        releases.append(record)
+    return releases
+
+
+def _unset_repositories(releases: list[dict], site: str) -> None:
+    unset: dict[str, list[str]] = {}
+    for release in releases:
+        if str(release["repository"]).startswith(REPOSITORY_NOT_SET):
+            unset.setdefault(str(release["repository"]).rsplit("/", 1)[-1], []).append(str(release["name"]))
+    if unset:
+        names = "; ".join(f"{alias} ({', '.join(names)})" for alias, names in unset.items())
+        raise PlatformUnavailable(f"no Helm chart repository set for {names}: add the site's mirror under "
+                                  f"platform.helm_repositories in topologies/platform/{site}.yaml and render again")
+
+
+def _binaries(environ: Mapping[str, str]) -> tuple[str, str]:
+    path = environ.get("PATH", os.defpath)
+    found = {tool: shutil.which(tool, path=path) for tool in ("kubectl", "helm")}
+    missing = [tool for tool, where in found.items() if where is None]
+    if missing:
+        raise PlatformUnavailable(f"{' and '.join(missing)} not found on PATH: install "
+                                  f"{'them' if len(missing) > 1 else 'it'} on this machine to apply the platform")
+    return found["kubectl"], found["helm"]  # type: ignore[return-value]
+
+
+def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = False) -> list[Step]:
+    """The commands, in order, that apply build/<site>/platform/ (run from that folder)."""
+    platform_dir = Path(project_dir) / PLATFORM_DIR
+    if not (Path(project_dir) / KUSTOMIZATION).is_file():
+        raise PlatformUnavailable(f"{platform_dir} has no manifests: a site without `kubernetes:` has no platform; "
+                                  "otherwise render the site first (rackform render)")
+    manifests = os.path.relpath(Path(project_dir) / MANIFESTS_DIR, platform_dir)
+    dry_run = ["--dry-run=server"] if check else []
+    steps = [Step(f"kubectl apply -k {manifests}",
+                  (kubectl, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k", manifests, *dry_run),
+                  MANIFESTS_TIMEOUT_S)]
+    releases = _releases(platform_dir)
+    _unset_repositories(releases, Path(project_dir).name)
+    helm_dir = os.path.relpath(Path(project_dir) / HELM_DIR, platform_dir)
+    for release in releases:
+        name, timeout_s = str(release["name"]), int(release.get("timeout_s") or 900)
+        finish = dry_run or ["--wait", "--atomic", "--timeout", f"{timeout_s}s"]
+        steps.append(Step(f"helm upgrade --install {name}", (
+            helm, "upgrade", name, str(release["chart"]), "--install",
+            "--repo", str(release["repository"]), "--version", str(release["version"]),
+            "--namespace", str(release["namespace"]),
+            "--values", f"{helm_dir}/{name}/{release.get('values') or VALUES_FILE}", *finish,
+        ), timeout_s + HELM_GRACE_S))
+    return steps
+
+
+def _tail(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= STDERR_TAIL_CHARS else "..." + text[-STDERR_TAIL_CHARS:]
+
+
+def _run(step: Step, cwd: Path, env: Mapping[str, str]) -> tuple[int, TaskFailure | None]:
+    """The step's exit status and, when it failed, why."""
+    try:
+        done = subprocess.run(step.argv, cwd=cwd, env=dict(env), capture_output=True, text=True,
+                              timeout=step.timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return 1, TaskFailure(CLUSTER, step.task, f"no answer within {step.timeout_s} s")
+    if done.returncode != 0:
+        return done.returncode, TaskFailure(
+            CLUSTER, step.task, f"exit {done.returncode}: {_tail(done.stderr) or 'no error output'}")
+    return 0, None
+
+
+def apply_platform(
+    project_dir: Path,
+    kubeconfig: Path | None,
+    *,
+    check: bool = False,
+    progress: Callable[[str], object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Apply build/<site>/platform/ to the cluster `kubeconfig` reaches.
+
+    Raises PlatformUnavailable (nothing has run) without a kubeconfig, kubectl or helm,
+    rendered platform files or a chart repository for every release. `progress` gets
+    each step's task before it runs.
+    """
+    project_dir = Path(project_dir).resolve()
+    environ = dict(os.environ if environ is None else environ)
+    if kubeconfig is None or not Path(kubeconfig).is_file():
+        where = f"{kubeconfig} does not exist" if kubeconfig is not None else (
+            f"the kubernetes stage fetched none to {project_dir / FETCHED_KUBECONFIG} and $KUBECONFIG names no file")
+        raise PlatformUnavailable(f"no kubeconfig for site {project_dir.name}: {where}")
+    kubectl, helm = _binaries(environ)
+    steps = platform_steps(project_dir, kubectl, helm, check=check)
+    env = {**environ, "KUBECONFIG": str(Path(kubeconfig).resolve())}
+    started = time.monotonic()
+    rc, failure = 0, None
+    for step in steps:
+        if progress is not None:
+            progress(step.task)
+        rc, failure = _run(step, project_dir / PLATFORM_DIR, env)
+        if failure is not None:
+            break
+    return RunResult(
+        playbook="platform", status="failed" if failure else "successful", rc=rc, hosts={},
+        failures=[failure] if failure else [], duration_s=time.monotonic() - started,
+    )
+
+
+def check_ready(project_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The kubeconfig to apply the platform with; PlatformUnavailable, saying what is missing,
+    when it cannot be applied from here (checked before a deploy starts, so the summary says why)."""
+    environ = dict(os.environ if environ is None else environ)
+    kubeconfig = platform_kubeconfig(project_dir, environ)
+    if kubeconfig is None:
+        raise PlatformUnavailable(f"no kubeconfig for site {Path(project_dir).name}: the kubernetes stage fetched "
+                                  f"none to {Path(project_dir) / FETCHED_KUBECONFIG} and $KUBECONFIG names no file")
+    _binaries(environ)
+    return kubeconfig

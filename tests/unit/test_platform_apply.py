@@ -1,0 +1,163 @@
+"""`apply_platform`: the contract with kubectl and helm (argv, order, environment, working
+folder, stop at the first failure) and the plain refusals when something is missing.
+
+kubectl and helm here are STAND-INS: small scripts put first on PATH that record their
+arguments, working folder and $KUBECONFIG, and fail when told to. No Kubernetes API
+server or helm binary exists on this machine, so nothing here shows that a real cluster
+accepts the commands (docs/platform.md says what was not exercised)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rackform.render.platform_files import platform_files
+from rackform.run.platform_apply import PlatformUnavailable, apply_platform, platform_kubeconfig
+
+MIRROR = "https://helm-mirror.example.com"
+STAND_IN = f"""#!{sys.executable}
+import json, os, sys
+tool = os.path.basename(sys.argv[0])
+with open(os.environ["STAND_IN_RECORD"], "a") as record:
+    record.write(json.dumps({{"tool": tool, "argv": sys.argv[1:], "cwd": os.getcwd(),
+                             "kubeconfig": os.environ.get("KUBECONFIG")}}) + "\\n")
+fail = os.environ.get("STAND_IN_FAIL")
+if fail and fail in sys.argv:
+    sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
+    sys.exit(3)
+"""
+
+
+class Cluster:
+    """A rendered lab platform, a kubeconfig and stand-in tools on PATH."""
+
+    def __init__(self, root: Path, site):
+        self.project = root / "build" / "lab"
+        for path, content in platform_files(site).items():
+            (self.project / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.project / path).write_bytes(content)
+        self.kubeconfig = self.project / "artifacts" / "kubeconfig"
+        self.kubeconfig.parent.mkdir(parents=True)
+        self.kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        for tool in ("kubectl", "helm"):
+            (self.bin / tool).write_text(STAND_IN)
+            (self.bin / tool).chmod(0o755)
+        self.record = root / "record.jsonl"
+        self.environ = {"PATH": str(self.bin), "STAND_IN_RECORD": str(self.record)}
+
+    def calls(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
+
+
+@pytest.fixture()
+def cluster(lab_files, tmp_path) -> Cluster:
+    lab_files.edit("topologies/platform/lab.yaml", "versions: {}", "versions: {}\n  helm_repositories: {"
+                   f"nvidia: {MIRROR}/nvidia, kubeflow: {MIRROR}/kubeflow, prometheus-community: {MIRROR}/pc}}")
+    return Cluster(tmp_path, lab_files.load())
+
+
+def helm_argv(name, chart, repo, version, namespace):
+    return ["upgrade", name, chart, "--install", "--repo", f"{MIRROR}/{repo}", "--version", version,
+            "--namespace", namespace, "--values", f"helm/{name}/values.yaml"]
+
+
+WAIT = ["--wait", "--atomic", "--timeout", "900s"]
+EXPECTED = [
+    ("kubectl", ["apply", "--server-side", "--field-manager=rackform", "-k", "manifests"]),
+    ("helm", helm_argv("kube-prometheus-stack", "kube-prometheus-stack", "pc", "66.3.1", "monitoring") + WAIT),
+    ("helm", helm_argv("network-operator", "network-operator", "nvidia", "24.7.0", "nvidia-network-operator") + WAIT),
+    ("helm", helm_argv("gpu-operator", "gpu-operator", "nvidia", "v24.9.1", "gpu-operator") + WAIT),
+    ("helm", helm_argv("training-operator", "training-operator", "kubeflow", "v1.8.1", "kubeflow") + WAIT),
+]
+
+
+def test_manifests_then_each_release_in_order_with_pinned_versions(cluster):
+    result = apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
+    calls = cluster.calls()
+    assert [(c["tool"], c["argv"]) for c in calls] == EXPECTED
+    assert {(c["cwd"], c["kubeconfig"]) for c in calls} == {(str(cluster.project / "platform"), str(cluster.kubeconfig))}
+    assert (result.playbook, result.status, result.rc, result.hosts, result.failures, result.ok) == (
+        "platform", "successful", 0, {}, [], True)
+
+
+def test_check_mode_asks_the_server_for_a_dry_run_and_waits_for_nothing(cluster):
+    result = apply_platform(cluster.project, cluster.kubeconfig, check=True, environ=cluster.environ)
+    expected = [(tool, [a for a in argv if a not in WAIT] + ["--dry-run=server"]) for tool, argv in EXPECTED]
+    assert ([(c["tool"], c["argv"]) for c in cluster.calls()], result.ok) == (expected, True)
+
+
+def test_a_failed_release_stops_the_rest_and_says_which_and_why(cluster):
+    progress: list[str] = []
+    result = apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append,
+                            environ={**cluster.environ, "STAND_IN_FAIL": "gpu-operator"})
+    assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"] == [
+        "kube-prometheus-stack", "network-operator", "gpu-operator"]
+    assert (result.status, result.rc, result.ok, progress[-1]) == ("failed", 3, False, "helm upgrade --install gpu-operator")
+    [failure] = result.failures
+    assert (failure.host, failure.task, failure.message) == (
+        "cluster", "helm upgrade --install gpu-operator", "exit 3: Error: UPGRADE FAILED: context deadline exceeded")
+
+
+def test_without_a_kubeconfig_nothing_runs_and_the_reason_is_plain(cluster):
+    with pytest.raises(PlatformUnavailable, match=r"no kubeconfig for site lab: the kubernetes stage fetched none"):
+        apply_platform(cluster.project, None, environ=cluster.environ)
+    assert cluster.calls() == []
+
+
+@pytest.mark.parametrize(("tools", "reason"), [
+    (("kubectl",), "helm not found on PATH"),
+    ((), "kubectl and helm not found on PATH"),
+])
+def test_a_missing_tool_is_named(cluster, tools, reason):
+    for tool in {"kubectl", "helm"} - set(tools):
+        (cluster.bin / tool).unlink()
+    with pytest.raises(PlatformUnavailable, match=reason):
+        apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
+    assert cluster.calls() == []
+
+
+def test_a_chart_without_repository_is_refused_before_anything_runs(lab_files, tmp_path):
+    cluster = Cluster(tmp_path, lab_files.load())
+    with pytest.raises(PlatformUnavailable) as raised:
+        apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
+    assert raised.value.reason == (
+        "no Helm chart repository set for prometheus-community (kube-prometheus-stack); nvidia (network-operator, "
+        "gpu-operator); kubeflow (training-operator): add the site's mirror under platform.helm_repositories in "
+        "topologies/platform/lab.yaml and render again")
+    assert cluster.calls() == []
+
+
+def test_an_unrendered_platform_is_refused(cluster):
+    (cluster.project / "platform" / "manifests" / "kustomization.yaml").unlink()
+    with pytest.raises(PlatformUnavailable, match="has no manifests"):
+        apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
+
+
+# ------------------------------------------------------------------ which kubeconfig
+
+
+def test_the_fetched_kubeconfig_wins_over_the_environment(tmp_path):
+    fetched = tmp_path / "build/lab/artifacts/kubeconfig"
+    fetched.parent.mkdir(parents=True)
+    fetched.write_text("fetched")
+    (tmp_path / "other").write_text("other")
+    assert platform_kubeconfig(tmp_path / "build/lab", {"KUBECONFIG": str(tmp_path / "other")}) == fetched
+
+
+def test_kubeconfig_from_the_environment_when_none_was_fetched(tmp_path):
+    (tmp_path / "b").write_text("b")
+    environ = {"KUBECONFIG": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
+    assert platform_kubeconfig(tmp_path / "build/lab", environ) == tmp_path / "b"
+
+
+def test_the_ambient_kube_config_is_never_used(tmp_path, monkeypatch):
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube/config").write_text("someone else's cluster")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert platform_kubeconfig(tmp_path / "build/lab") is None

@@ -1,0 +1,136 @@
+"""`rackform render` writes the platform under platform/: the files carry exactly the objects
+and Helm releases the Pulumi GpuPlatform is built from, every object validates strictly for
+the site's Kubernetes version, kustomize (the real kubectl, where installed) builds the
+manifests folder, and the platform stage's digest covers platform/** and nothing else."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from platform_validation import problems
+
+from rackform.k8s.manifests import helm_releases, platform_manifests
+from rackform.k8s.platform import load_platform
+from rackform.k8s.versions import load_matrix
+from rackform.model.loader import load_site
+from rackform.render import render_files
+from rackform.render.digest import stage_digest, stage_files
+from rackform.render.platform_files import platform_files, release_record
+
+REPO = Path(__file__).resolve().parents[2]
+SITES = ("lab", "reference", "campus")
+
+
+@pytest.fixture(scope="module")
+def lab_files_rendered() -> dict[str, bytes]:
+    return render_files(load_site("lab", REPO))
+
+
+def manifest_paths(files: dict[str, bytes]) -> list[str]:
+    """The manifest files in kustomization order."""
+    kustomization = yaml.safe_load(files["platform/manifests/kustomization.yaml"])
+    return [f"platform/manifests/{name}" for name in kustomization["resources"]]
+
+
+def rendered_objects(files: dict[str, bytes]) -> list[dict]:
+    return [obj for path in manifest_paths(files) for obj in yaml.safe_load_all(files[path]) if obj]
+
+
+def test_render_writes_the_platform_into_the_project(lab_files_rendered):
+    platform = sorted(path for path in lab_files_rendered if path.startswith("platform/"))
+    assert platform == sorted(platform_files(load_site("lab", REPO)))
+    assert {"platform/manifests/kustomization.yaml", "platform/helm/releases.yaml",
+            "platform/helm/gpu-operator/release.yaml", "platform/helm/gpu-operator/values.yaml",
+            "platform/manifests/tenant-research.yaml"} <= set(platform)
+
+
+def test_kustomization_lists_every_manifest_file_once(lab_files_rendered):
+    on_disk = sorted(p for p in lab_files_rendered if p.startswith("platform/manifests/") and
+                     not p.endswith("kustomization.yaml"))
+    assert sorted(manifest_paths(lab_files_rendered)) == on_disk
+
+
+@pytest.mark.parametrize("site_name", SITES)
+def test_rendered_objects_are_exactly_what_pulumi_creates(site_name):
+    site = load_site(site_name, REPO)
+    expected = platform_manifests(site, load_platform(site), load_matrix(REPO))
+    assert rendered_objects(platform_files(site)) == expected
+
+
+@pytest.mark.parametrize("site_name", SITES)
+def test_every_rendered_object_validates_strictly_for_the_site_version(site_name):
+    site = load_site(site_name, REPO)
+    objects = rendered_objects(platform_files(site))
+    assert objects and [p for obj in objects for p in problems(obj, site.kubernetes.version)] == []
+
+
+def test_release_and_values_files_are_the_helm_release_data(lab_files_rendered):
+    site = load_site("lab", REPO)
+    releases = helm_releases(site, load_platform(site), load_matrix(REPO))
+    index = yaml.safe_load(lab_files_rendered["platform/helm/releases.yaml"])["releases"]
+    assert index == [r.name for r in releases]
+    for release in releases:
+        base = f"platform/helm/{release.name}"
+        assert yaml.safe_load(lab_files_rendered[f"{base}/release.yaml"]) == release_record(release)
+        assert yaml.safe_load(lab_files_rendered[f"{base}/values.yaml"]) == release.values
+
+
+def test_a_release_file_pins_chart_repository_version_and_namespace(lab_files_rendered):
+    record = yaml.safe_load(lab_files_rendered["platform/helm/gpu-operator/release.yaml"])
+    assert {k: record[k] for k in ("name", "chart", "version", "namespace", "needs")} == {
+        "name": "gpu-operator", "chart": "gpu-operator", "version": "v24.9.1", "namespace": "gpu-operator",
+        "needs": ["kube-prometheus-stack", "network-operator"]}
+    assert record["repository"].endswith("/nvidia")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed here")
+def test_kubectl_kustomize_builds_the_manifests_folder(lab_files_rendered, tmp_path):
+    """The real kubectl (its built-in kustomize, no cluster needed) reads what GitOps tools read."""
+    for path, content in lab_files_rendered.items():
+        if path.startswith("platform/"):
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_bytes(content)
+    built = subprocess.run(["kubectl", "kustomize", str(tmp_path / "platform/manifests")],
+                           capture_output=True, text=True, timeout=120, check=True)
+    keys = sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+                  for o in yaml.safe_load_all(built.stdout) if o)
+    assert keys == sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+                          for o in rendered_objects(lab_files_rendered))
+
+
+def test_rendering_twice_gives_the_same_bytes():
+    site = load_site("lab", REPO)
+    assert platform_files(site) == platform_files(site)
+
+
+def test_a_site_without_kubernetes_has_no_platform():
+    site = dataclasses.replace(load_site("lab", REPO), kubernetes=None)
+    assert platform_files(site) == {}
+
+
+# ------------------------------------------------------------------ digest
+
+
+def test_the_platform_digest_covers_platform_files_only(lab_files_rendered):
+    assert stage_files(lab_files_rendered, "platform") == sorted(
+        p for p in lab_files_rendered if p.startswith("platform/"))
+
+
+def test_a_values_change_moves_the_platform_digest_and_no_other(lab_files_rendered):
+    changed = dict(lab_files_rendered)
+    changed["platform/helm/gpu-operator/values.yaml"] += b"# changed\n"
+    moved = [stage for stage in ("fabric", "os", "kubernetes", "platform", "verify")
+             if stage_digest(changed, stage) != stage_digest(lab_files_rendered, stage)]
+    assert moved == ["platform"]
+
+
+def test_an_inventory_change_leaves_the_platform_digest_alone(lab_files_rendered):
+    changed = dict(lab_files_rendered)
+    changed["inventory/hosts.yml"] += b"# changed\n"
+    assert stage_digest(changed, "platform") == stage_digest(lab_files_rendered, "platform")
+    assert stage_digest(changed, "kubernetes") != stage_digest(lab_files_rendered, "kubernetes")
