@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
 
     validate = add("validate", "Load a site and run every preflight check; touch nothing.")
     validate.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    validate.add_argument("--show-origin", action="store_true",
+                          help="print every effective setting with the file:line that set it (site, profile, defaults)")
     validate.set_defaults(func=cmd_validate)
 
     render = add("render", "Check a site and write its standalone Ansible project to build/SITE/.")
@@ -207,6 +209,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(_findings_json(site.name, [], warnings, summary), indent=2))
         return EXIT_OK
     _print_warnings(warnings)
+    if args.show_origin:
+        from rackform.model.layers import origin_lines
+
+        print("\n".join(origin_lines(site)))
     print(
         f"{site.name}: {summary['hosts']} hosts ({summary['gpus']} GPUs), {summary['switches']} switches, "
         f"{summary['cables']} cables, {len(site.racks)} rack(s)"

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rackform.model import schema
+from rackform.model.site import Site
 from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
 
 DEFAULTS_FILE = Path("topologies") / "defaults.yaml"
@@ -35,6 +36,8 @@ SITE_ONLY_KEYS = ("site", "description", "racks", "networks", "cabling")
 SHOWN_KEYS = ("site", "description", "power_basis", "fabric", "kubernetes", "provisioning")
 """What `--show-origin` lists: every setting (racks, networks and cabling are the site's own)."""
 BUILT_IN = "built-in default"
+ORIGIN_COLUMN = 56
+"""Where `--show-origin` aligns the origins (a longer setting pushes its own origin right)."""
 
 LoadYaml = Callable[[Path], Any]
 Shown = Callable[[Path], str]
@@ -240,6 +243,16 @@ def _with_kubernetes_version(data: LineDict, root: Path) -> LineDict:
 # ---------------------------------------------------------------- where each setting came from
 
 
+def site_section_loc(data: LineDict, key: str) -> Loc:
+    """The site file's own line for section `key`, else the site file's first line: where a
+    finding about the whole section (not one shared value) points, and where an override goes."""
+    if key in data:
+        loc = data.key_loc(key)
+        if loc.path == data.path:
+            return loc
+    return Loc(data.path, data.line)
+
+
 def origin_of(data: Any, dotted: str) -> Loc | None:
     """Where the value at `fabric.switch.mtu` (say) was set; None when no file sets it."""
     node = data
@@ -284,16 +297,15 @@ def origins(data: Any, prefixes: tuple[str, ...] = SHOWN_KEYS) -> dict[str, Loc]
     return found
 
 
-def effective_settings(design: schema.SiteFile, where: dict[str, Loc]) -> list[tuple[str, str, str]]:
-    """(key, value, origin) for every effective setting of the site, in schema order.
-
-    A value no file sets is the schema's; its origin reads `built-in default`."""
+def effective_settings(sections: dict[str, Any], where: dict[str, Loc]) -> list[tuple[str, str, str]]:
+    """(key, value, origin) for every effective setting, sections in the order given and each
+    section's keys in schema order. A value no file sets is the schema's: `built-in default`."""
     rows: list[tuple[str, str, str]] = []
 
     def walk(value: Any, dotted: str) -> None:
         if isinstance(value, BaseModel):
             for name in type(value).model_fields:
-                walk(getattr(value, name), f"{dotted}.{name}" if dotted else name)
+                walk(getattr(value, name), f"{dotted}.{name}")
             return
         if isinstance(value, dict) and value:
             for key, item in value.items():
@@ -302,9 +314,19 @@ def effective_settings(design: schema.SiteFile, where: dict[str, Loc]) -> list[t
         loc = where.get(dotted)
         rows.append((dotted, _shown_value(value), str(loc) if loc is not None else BUILT_IN))
 
-    for key in SHOWN_KEYS:
-        walk(getattr(design, key), key)
+    for key, value in sections.items():
+        walk(value, key)
     return rows
+
+
+def origin_lines(site: Site) -> list[str]:
+    """`fabric.switch.mtu = 9216  topologies/profiles/roce.yaml:13`, one line per effective setting
+    of a loaded site (what `rackform validate SITE --show-origin` prints)."""
+    sections = {"site": site.name, "description": site.description, "power_basis": site.power_basis,
+                "fabric": site.fabric, "kubernetes": site.kubernetes, "provisioning": site.provisioning}
+    rows = effective_settings(sections, site.origins)
+    width = min(max(len(f"{key} = {value}") for key, value, _ in rows), ORIGIN_COLUMN)
+    return [f"{f'{key} = {value}':<{width}}  {origin}" for key, value, origin in rows]
 
 
 def _shown_value(value: Any) -> str:

@@ -278,7 +278,7 @@ def _load_site(site: str, root: Path) -> Site:
         networks=networks,
         network_locs=network_locs,
         fabric=design.fabric,
-        fabric_loc=raw.key_loc("fabric"),
+        fabric_loc=layers.site_section_loc(raw, "fabric"),
         cables=cables,
         kubernetes=design.kubernetes,
         kubernetes_loc=raw.key_loc("kubernetes") if design.kubernetes else None,
