@@ -28,9 +28,9 @@ from rackform.model.source import LineDict, LineList, load_yaml
 
 FABRIC_PURPOSES = ("compute_fabric", "storage_fabric")
 PREFERRED_LEAF_SUBNET_PREFIXLEN = 24
-"""A /24 of server addresses per leaf when the fabric prefix has room: easy to read."""
+"""A /24 of server addresses per rail when the fabric prefix has room: easy to read."""
 ADDRESSES_NOT_FOR_PORTS = 3
-"""Per leaf subnet: the network and broadcast addresses, and the leaf's own (the servers'
+"""Per rail subnet: the network and broadcast addresses, and the leaf's own (the servers'
 gateway, the subnet's first address: roles/switch_baseline/templates/servers.intf.j2)."""
 FILL_IN = "TO FILL IN"
 
@@ -152,46 +152,48 @@ def _fabric_network_of(site: Site, host: Host, port: str, switch: Switch) -> Net
 
 def _plan_fabric(site: Site, prefixes: NewPrefixes, networks: dict[str, Network],
                  nodes: dict[str, _NodeAddresses]) -> None:
-    """One subnet per leaf and fabric network for the servers cabled to it: the leaf owns
-    the first address (the servers' gateway), the server ports take the next ones."""
+    """One subnet per fabric network, leaf and port name (a rail: fab0 of every server on
+    the leaf) so no server has two ports in one subnet: the leaf owns the first address
+    (the servers' gateway), the server ports take the next ones."""
     unknown = sorted(set(prefixes.fabric) - {n.name for n in site.networks.values() if n.purpose in FABRIC_PURPOSES})
     if unknown:
         fabric = [n.name for n in site.networks.values() if n.purpose in FABRIC_PURPOSES]
         raise ScaffoldError(f"--fabric-prefix {unknown[0]}=...: {site.name} has no fabric network '{unknown[0]}'; "
                             f"its fabric networks: {', '.join(fabric) or 'none'}")
-    ports_by_leaf: dict[str, dict[str, list[tuple[Host, str]]]] = {}
+    ports_by_rail: dict[str, dict[tuple[str, str], list[tuple[Host, str]]]] = {}
     for link in host_fabric_links(site):
         network = _fabric_network_of(site, link.host, link.host_port.name, link.switch)
         if network is None:
             continue
-        ports_by_leaf.setdefault(network.name, {}).setdefault(link.switch.name, []).append((link.host, link.host_port.name))
+        rail = (link.switch.name, link.host_port.name)
+        ports_by_rail.setdefault(network.name, {}).setdefault(rail, []).append((link.host, link.host_port.name))
     for name, network in site.networks.items():
         if network.purpose not in FABRIC_PURPOSES:
             continue
         prefix = prefixes.fabric.get(name, network.prefix)
         networks[name] = Network(name=name, purpose=network.purpose, prefix=prefix, gateway=None)
-        leaves = ports_by_leaf.get(name, {})
-        if not leaves:
+        rails = ports_by_rail.get(name, {})
+        if not rails:
             continue
-        subnets = _leaf_subnets(name, prefix, [len(ports) for ports in leaves.values()])
-        for subnet, ports in zip(subnets, leaves.values()):
+        subnets = _rail_subnets(name, prefix, [len(ports) for ports in rails.values()])
+        for subnet, ports in zip(subnets, rails.values()):
             addresses = iter(subnet.hosts())
             next(addresses)  # the leaf's: the servers' gateway
             for (host, port), address in zip(ports, addresses):
                 nodes[host.name].fabric[port] = IPv4Interface(f"{address}/{subnet.prefixlen}")
 
 
-def _leaf_subnets(name: str, prefix: IPv4Network, port_counts: list[int]) -> list[IPv4Network]:
-    """Equal subnets of `prefix`, one per leaf: /24 when there is room, else the smallest
-    that holds the busiest leaf's ports."""
+def _rail_subnets(name: str, prefix: IPv4Network, port_counts: list[int]) -> list[IPv4Network]:
+    """Equal subnets of `prefix`, one per rail: /24 when there is room, else the smallest
+    that holds the busiest rail's ports."""
     host_bits = (max(port_counts) + ADDRESSES_NOT_FOR_PORTS - 1).bit_length()  # 2**bits holds them
     preferred = max(host_bits, 32 - PREFERRED_LEAF_SUBNET_PREFIXLEN)
     for bits in (preferred, host_bits):
         if len(port_counts) << bits <= prefix.num_addresses:
             return list(islice(prefix.subnets(new_prefix=32 - bits), len(port_counts)))
     raise ScaffoldError(
-        f"fabric network {name} {prefix} holds {prefix.num_addresses} addresses but its {len(port_counts)} leaf "
-        f"subnet(s) of /{32 - host_bits} need {len(port_counts) << host_bits} "
+        f"fabric network {name} {prefix} holds {prefix.num_addresses} addresses but its {len(port_counts)} server "
+        f"subnet(s) (one per leaf and port name) of /{32 - host_bits} need {len(port_counts) << host_bits} "
         f"({sum(port_counts)} server ports): give a shorter prefix with --fabric-prefix {name}=PREFIX"
     )
 
@@ -275,8 +277,8 @@ def host_vars_yml(node: Host | Switch, addresses: _NodeAddresses, name: str) -> 
         lines.append(f"bmc_address: {addresses.bmc}")
     if addresses.fabric:
         lines.append("fabric_ports:")
-        lines += [f'  {port}: {{address: {interface}}}  # mac: "{FILL_IN}"'
-                  for port, interface in addresses.fabric.items()]
+        lines += [f'  {port}: {{address: {addresses.fabric[port]}}}  # mac: "{FILL_IN}"'
+                  for port in node.ports if port in addresses.fabric]
     return "\n".join(lines) + "\n"
 
 

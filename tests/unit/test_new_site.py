@@ -85,7 +85,7 @@ def test_every_address_comes_from_the_new_prefixes(site_root):
     assert "10.10." not in inventory_text + site_text and "10.20." not in inventory_text + site_text
 
 
-def test_each_leaf_gets_its_own_server_subnet_and_keeps_the_first_address(site_root):
+def test_each_leaf_and_port_gets_its_own_server_subnet_and_keeps_the_first_address(site_root):
     new_site(site_root, *EDGE_PREFIXES)
     edge = load_site("edge", site_root)
 
@@ -115,6 +115,9 @@ def test_scaffolds_from_the_other_shipped_sites_validate(site_root, source):
 
     assert new_site(site_root, *options, name="second", source=source) == EXIT_OK
     assert main(["validate", "second", "--root", str(site_root)]) == EXIT_OK
+    for host in load_site("second", site_root).hosts.values():
+        subnets = [iface.network for iface in host.fabric_addresses.values()]
+        assert len(subnets) == len(set(subnets)), f"{host.name} has two ports in one subnet"
 
 
 # ---------------------------------------------------------------- bad input writes nothing
