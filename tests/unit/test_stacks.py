@@ -55,6 +55,9 @@ class Registration:
     dependencies: list[str]
     """Resource names this one depends on."""
     inputs: dict
+    retain_on_delete: bool = False
+    aliases: list[str] = field(default_factory=list)
+    """Former types this resource answers to (the engine then keeps the old state's resource)."""
 
 
 class RecordingMonitor(MockMonitor):
@@ -76,6 +79,8 @@ class RecordingMonitor(MockMonitor):
                 parent=_urn_name(request.parent),
                 dependencies=[_urn_name(urn) for urn in request.dependencies],
                 inputs=self.resources[response.urn].state if response.urn in self.resources else {},
+                retain_on_delete=request.retainOnDelete,
+                aliases=[alias.spec.type for alias in request.aliases if alias.spec.type],
             )
         )
         return response
@@ -202,6 +207,19 @@ def test_bare_metal_nodes_wait_for_the_provision_stage_and_log_in_from_the_site_
     assert {tuple(r.dependencies) for r in nodes} == {(f"{built.site}-provision",)}
     assert {(r.inputs["login"], r.inputs["power_state"], r.inputs["boot_device"]) for r in nodes} == {
         ("site", "on", "disk")}
+
+
+def test_deleting_a_bare_metal_node_only_forgets_it_and_a_preview_says_so(built: Built):
+    nodes = built.monitor.by_type(NODE_TYPE)
+    assert nodes and all(r.retain_on_delete for r in nodes)
+
+
+def test_only_gpu_servers_answer_to_a_former_block_type(built: Built):
+    """Non-NVIDIA GPU blocks were DgxNodes: without the alias an existing stack would replace them."""
+    block_types = {f"rackform:index:{cls.__name__}" for cls in (*BLOCK_COMPONENTS.values(), DgxNode)}
+    aliased = {(r.type, tuple(r.aliases)) for r in built.monitor.registered if r.type in block_types}
+    assert {entry for entry in aliased if entry[1]} <= {("rackform:index:GpuServer", ("rackform:index:DgxNode",))}
+    assert all(aliases for type_, aliases in aliased if type_ == "rackform:index:GpuServer")
 
 
 def test_every_switch_is_in_exactly_one_group(built: Built):
@@ -335,6 +353,11 @@ def test_unknown_block_category_names_the_known_ones():
     site, _ = load_and_check("lab", REPO)
     with pytest.raises(ValueError, match="known: compute, gpu, hci, storage"):
         component_for(site.switches["leaf-1"].device.block)
+
+
+def test_the_reference_vgpu_pod_is_a_gpu_server_that_keeps_its_dgx_node_state():
+    vgpu = build_site("reference").monitor.named("reference-vgpu-1")
+    assert (vgpu.type, vgpu.aliases) == ("rackform:index:GpuServer", ["rackform:index:DgxNode"])
 
 
 def test_only_nvidia_gpu_blocks_are_dgx_nodes():
