@@ -99,8 +99,17 @@ def test_read_returns_the_stored_state():
     assert (result.id, result.outs) == ("lab/fabric", stored)
 
 
-def test_delete_leaves_hosts_alone():
-    assert PlaybookProvider().delete("lab/fabric", PROPS) is None
+def test_delete_runs_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    """Deleting a stage only forgets it: no playbook runs, nothing is rendered or recorded."""
+    def no_run(*args, **kwargs):
+        raise AssertionError("delete ran a playbook")
+
+    monkeypatch.setattr(rackform.run.ansible, "run_playbook", no_run)
+    for folder in ("topologies", "inventories"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    before = sorted(tmp_path.rglob("*"))
+    PlaybookProvider().delete("lab/fabric", PROPS | {"root": str(tmp_path)})
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 # ---------------------------------------------------------------- engine serialization
