@@ -73,6 +73,8 @@ class UserInventory:
     """Groups declared under `all.children` (at any depth), `all` left out."""
     group_vars: dict[str, GroupVars] = field(default_factory=dict)
     """group -> pass-through variables (`all` included)."""
+    unlisted_host_vars: dict[str, Loc] = field(default_factory=dict)
+    """host_vars of hosts hosts.yml does not list (Ansible would ignore them; a check refuses them)."""
 
 
 class _Sourced(LineDict):
@@ -416,7 +418,6 @@ def load_inventory(
         errors.append(exc)
         return schema.GroupVarsAll(), {}, UserInventory()
     extra = _load_hosts(inventory, found, hosts, switches, unresolved, errors)
-    _refuse_stray_host_vars(inventory, found, extra, unresolved, errors)
     for name, node in {**hosts, **switches}.items():
         managed = not isinstance(node, Switch) or node.os != "unmanaged"
         if name not in found.hosts and managed:
@@ -428,7 +429,8 @@ def load_inventory(
             settings = loader.parse(schema.GroupVarsAll, settings_data, settings_data.loc)
         except BadInput as exc:
             errors.extend(exc.errors)
-    return settings, extra, UserInventory(groups=found.groups, group_vars=group_vars)
+    unlisted = _unlisted_host_vars(inventory, found, unresolved)
+    return settings, extra, UserInventory(groups=found.groups, group_vars=group_vars, unlisted_host_vars=unlisted)
 
 
 def _load_hosts(inventory, found: _HostsFile, hosts, switches, unresolved, errors) -> dict[str, Loc]:
@@ -460,9 +462,10 @@ def _refuse_unmanaged_extras(switch: Switch, found: _HostsFile, errors: list[Sou
             errors.append(SourceError(group.hosts[switch.name], f"{group.name}.hosts.{switch.name}", f"{why}; it cannot be in group '{group.name}'"))
 
 
-def _refuse_stray_host_vars(inventory: Path, found: _HostsFile, extra, unresolved, errors: list[SourceError]) -> None:
-    """host_vars of a host hosts.yml does not list would be ignored by Ansible: say so."""
+def _unlisted_host_vars(inventory: Path, found: _HostsFile, unresolved: set[str]) -> dict[str, Loc]:
+    """host_vars files or folders of hosts that hosts.yml does not list: Ansible would ignore them."""
+    unlisted = {}
     for name in sorted(_names_in(inventory / "host_vars") - set(found.hosts) - unresolved):
         files = _vars_files(inventory / "host_vars", name, [])
-        where = Loc(loader.display_path(files[0] if files else inventory / "host_vars" / name), 1)
-        errors.append(SourceError(where, name, f"variables for a host that {loader.display_path(inventory / 'hosts.yml')} does not list"))
+        unlisted[name] = Loc(loader.display_path(files[0] if files else inventory / "host_vars" / name), 1)
+    return unlisted

@@ -5,7 +5,8 @@ several roles read the same fact, and each role's `defaults/main.yml` maps them
 onto its own prefixed variables. The RoCE intent shared by both ends of a link
 lives in `all/`; switch-only and host-only QoS live in `fabric_switches/` and `servers/`,
 Kubernetes settings in `k8s_cluster/` (as in Kubespray), so changing a switch-only
-value leaves the inputs of the host stages untouched (see `render.digest`).
+value leaves the inputs of the host stages untouched (see `render.digest`). The
+inventory's own group variables are carried unchanged in `<group>/inventory.yml`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from rackform.model.site import Site
 from rackform.render.etc_hosts import etc_hosts_block
 from rackform.render.groups import managed_switches
 
+USER_CONCERN = "inventory"
+"""The file (group_vars/<group>/inventory.yml) that carries the inventory's own group variables."""
+CONNECTION_DEFAULTS = frozenset({
+    "ansible_user", "ansible_ssh_private_key_file", "ansible_become", "ansible_become_method",
+    "ansible_connection", "ansible_network_os",
+})
+"""How Ansible reaches a machine: rackform only defaults these per group, so a host's or a
+deeper group's value applies by Ansible's precedence, and a value for the same group replaces rackform's."""
 ConcernFiles = dict[str, dict[str, dict]]
 """group -> concern -> variables (written to group_vars/<group>/<concern>.yml)."""
 
@@ -124,6 +133,24 @@ _ONYX_CONNECTION = {
 }
 
 
+def _add_user_group_vars(files: ConcernFiles, site: Site) -> None:
+    """The inventory's group variables, unchanged, in group_vars/<group>/inventory.yml.
+
+    Where the user sets a connection default for the same group rackform writes it for,
+    the user's value is the one written (rackform's is left out, so no file order decides)."""
+    user = site.user_inventory
+    for group, variables in (user.group_vars.items() if user else ()):
+        if not variables.values:
+            continue
+        concerns = files.get(group, {})
+        for concern, values in list(concerns.items()):
+            for key in CONNECTION_DEFAULTS.intersection(variables.values):
+                values.pop(key, None)
+            if not values:
+                del concerns[concern]
+        files.setdefault(group, {})[USER_CONCERN] = dict(variables.values)
+
+
 def build_group_vars(site: Site) -> ConcernFiles:
     files: ConcernFiles = {
         "all": {
@@ -139,7 +166,8 @@ def build_group_vars(site: Site) -> ConcernFiles:
     }
     switch_oses = {switch.os for switch in managed_switches(site)}
     if "cumulus" in switch_oses:
-        files["cumulus"] = {"connection": _CUMULUS_CONNECTION}
+        files["cumulus"] = {"connection": dict(_CUMULUS_CONNECTION)}
     if "onyx" in switch_oses:
-        files["onyx"] = {"connection": _ONYX_CONNECTION}
+        files["onyx"] = {"connection": dict(_ONYX_CONNECTION)}
+    _add_user_group_vars(files, site)
     return files

@@ -8,6 +8,7 @@ the Kubernetes groups Kubespray's users know, one per block type
 serves PXE to the rest. The fixed groups are always present, even empty, so no
 play ever names an unknown group.
 Unmanaged switches have no Ansible connection and stay out of the inventory.
+Groups the user declares in the inventory's hosts.yml are added after the generated ones.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ def _placement_groups(site: Site, managed: set[str]) -> dict:
     }
 
 
-def build_groups(site: Site) -> dict:
-    """The `all` group as written to hosts.yml: {children: {group: {hosts: {name: None}, children: ...}}}."""
+def generated_groups(site: Site) -> dict:
+    """The groups rackform derives from the design, as the `all` group of hosts.yml."""
     switches = managed_switches(site)
     return {
         "children": {
@@ -118,6 +119,51 @@ def build_groups(site: Site) -> dict:
             **_placement_groups(site, {switch.name for switch in switches}),
         }
     }
+
+
+def group_members(all_group: dict) -> dict[str, tuple[set[str], set[str]]]:
+    """group -> (its direct hosts, its child groups), for every group under `all`."""
+    found: dict[str, tuple[set[str], set[str]]] = {}
+
+    def walk(group: dict | None) -> None:
+        for name, child in ((group or {}).get("children") or {}).items():
+            hosts, children = found.setdefault(name, (set(), set()))
+            hosts.update((child or {}).get("hosts") or {})
+            children.update((child or {}).get("children") or {})
+            walk(child)
+
+    walk(all_group)
+    return found
+
+
+def _user_groups(site: Site, generated: dict) -> dict:
+    """The user's own groups of hosts.yml, each with its hosts and child groups (by name).
+
+    Written flat under `all`: a group's depth, which orders Ansible's variable merge,
+    is its longest path from `all` and stays the same. Groups named like generated ones
+    are the design's (the `inventory_groups` check refuses other members), so they are
+    not written twice; their variables go to group_vars like any group's."""
+    user = site.user_inventory
+    if user is None:
+        return {}
+    written = {}
+    for name, group in user.groups.items():
+        if name in generated:
+            continue
+        written[name] = {
+            **({"hosts": dict.fromkeys(group.hosts)} if group.hosts else {}),
+            **({"children": dict.fromkeys(group.children)} if group.children else {}),
+        }
+    return written
+
+
+def build_groups(site: Site) -> dict:
+    """The `all` group as written to hosts.yml: {children: {group: {hosts: {name: None}, children: ...}}}.
+
+    The generated groups, then the user's own groups from the inventory's hosts.yml."""
+    tree = generated_groups(site)
+    tree["children"].update(_user_groups(site, group_members(tree)))
+    return tree
 
 
 def host_groups(all_group: dict) -> dict[str, dict[str, int]]:

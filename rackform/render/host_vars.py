@@ -3,8 +3,10 @@
 Addresses, MACs, serial and place in the rack come from the inventory and the
 design; each fabric port names its far end from the cabling plan. A device's
 `roce_overrides` become host-level values of the site-wide `fabric_*` variables,
-so Ansible's precedence (host_vars over group_vars) applies them. No secret is
-ever written here: BMC credentials arrive through ansible-vault (issue 4).
+so Ansible's precedence (host_vars over group_vars) applies them. The inventory's other
+host variables (`ansible_port`, `http_proxy` ...) follow unchanged; the `inventory_variables`
+check refuses one that rackform writes itself. No secret is ever written here by rackform:
+BMC credentials arrive through ansible-vault (issue 4).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def host_vars(host: Host, peers: PeerIndex) -> dict:
         "fabric_ports": fabric_ports,
         **gpu_vars(host),
         **_overrides(host.device, _HOST_OVERRIDES),
+        **host.user_vars,
     }
 
 
@@ -138,4 +141,5 @@ def switch_vars(switch: Switch, peers: PeerIndex, switches: dict[str, Switch]) -
         **_present(switch_role=switch.role, switch_os=switch.os, switch_fabric=switch.fabric, switch_asn=switch.asn),
         "switch_ports": ports,
         **_overrides(switch.device, _SWITCH_OVERRIDES),
+        **switch.user_vars,
     }
