@@ -115,7 +115,7 @@ def fabric_asns_complete(site: Site) -> Iterator[Finding]:
 def _islands(switches: list[Switch], neighbours: dict[str, list[tuple[str, Switch]]]) -> list[list[Switch]]:
     """Connected groups of the fabric's switches (links to other fabrics do not count),
     each in file order, in order of their first switch."""
-    members = {switch.name: switch for switch in switches}
+    order = {switch.name: index for index, switch in enumerate(switches)}
     seen: set[str] = set()
     islands = []
     for start in switches:
@@ -127,10 +127,9 @@ def _islands(switches: list[Switch], neighbours: dict[str, list[tuple[str, Switc
             switch = stack.pop()
             island.append(switch)
             for _port, peer in neighbours.get(switch.name, ()):
-                if peer.name in members and peer.name not in seen:
+                if peer.name in order and peer.name not in seen:
                     seen.add(peer.name)
                     stack.append(peer)
-        order = {switch.name: index for index, switch in enumerate(switches)}
         islands.append(sorted(island, key=lambda s: order[s.name]))
     return islands
 
