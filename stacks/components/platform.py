@@ -3,11 +3,15 @@
     GpuPlatform lab-platform
     ├── Provider lab-platform-k8s        (kubeconfig: a secret Output of the bootstrap)
     ├── Namespace / StorageClass / ConfigMap / tenant objects (rackform.k8s.manifests)
-    └── Release gpu-operator, network-operator, training-operator, kube-prometheus-stack
+    └── Release kube-prometheus-stack, network-operator, gpu-operator, training-operator
 
 Everything depends on `after` (the kubernetes-stage Playbook): nothing talks to the
 API server before kubeadm has made one. The objects are the dicts that
-rackform.k8s.manifests renders, so what the tests validate is what Pulumi creates.
+rackform.k8s.manifests renders and the releases are `helm_releases`: the same data
+`rackform render` writes under build/<site>/platform/, so the CLI and Pulumi paths
+install the same thing. Each Release has its stable Helm name, the site's chart
+repository and depends on the releases it needs (the GPU Operator's ServiceMonitor
+needs kube-prometheus-stack's CRDs).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ RESOURCE_KINDS: dict[str, tuple[type[pulumi.CustomResource], tuple[str, ...]]] =
     "RoleBinding": (k8s.rbac.v1.RoleBinding, ("role_ref", "subjects")),
     "NetworkPolicy": (k8s.networking.v1.NetworkPolicy, ("spec",)),
 }
+CUSTOM_KINDS = {"NetworkAttachmentDefinition"}
+"""Custom resources the platform creates itself (their CRD comes with the kubernetes stage)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +82,11 @@ class GpuPlatform(pulumi.ComponentResource):
         self.objects = {
             resource_name(m): self._object(name, m, self._namespace_of(m)) for m in manifests if m["kind"] != "Namespace"
         }
-        self.releases = {
-            release.component: self._release(name, release) for release in helm_releases(args.site, args.design, args.matrix)
-        }
+        self.releases: dict[str, k8s.helm.v3.Release] = {}
+        installed: dict[str, k8s.helm.v3.Release] = {}
+        for release in helm_releases(args.site, args.design, args.matrix):  # install order: needs come first
+            installed[release.name] = self._release(name, release, [installed[need] for need in release.needs])
+            self.releases[release.component] = installed[release.name]
         self.register_outputs({"releases": {c: r.version for c, r in self.releases.items()},
                                "objects": len(self.namespaces) + len(self.objects)})
 
@@ -94,17 +102,23 @@ class GpuPlatform(pulumi.ComponentResource):
         return [self.namespaces[ns]] if ns in self.namespaces else []
 
     def _object(self, name: str, manifest: Manifest, depends_on: list[pulumi.Resource]) -> pulumi.CustomResource:
+        if manifest["kind"] in CUSTOM_KINDS:
+            return k8s.apiextensions.CustomResource(
+                f"{name}-{resource_name(manifest)}", api_version=manifest["apiVersion"], kind=manifest["kind"],
+                metadata=manifest["metadata"], spec=manifest["spec"], opts=self._opts(depends_on))
         cls, fields = RESOURCE_KINDS[manifest["kind"]]
         inputs = {field: manifest[_camel(field)] for field in fields if _camel(field) in manifest}
         return cls(f"{name}-{resource_name(manifest)}", metadata=manifest["metadata"], **inputs,
                    opts=self._opts(depends_on))
 
-    def _release(self, name: str, release: HelmRelease) -> k8s.helm.v3.Release:
+    def _release(self, name: str, release: HelmRelease, needs: list[k8s.helm.v3.Release]) -> k8s.helm.v3.Release:
         return k8s.helm.v3.Release(
-            f"{name}-{release.component.replace('_', '-')}",
+            f"{name}-{release.name}",
             k8s.helm.v3.ReleaseArgs(
-                chart=release.chart, version=release.version, namespace=release.namespace,
-                create_namespace=False, values=release.values, atomic=True, timeout=900,
+                name=release.name, chart=release.chart_name, version=release.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=release.repository),
+                namespace=release.namespace, create_namespace=False, values=release.values,
+                atomic=True, timeout=release.timeout_s,
             ),
-            opts=self._opts([self.namespaces[release.namespace]]),
+            opts=self._opts([self.namespaces[release.namespace], *needs]),
         )
