@@ -104,7 +104,7 @@ def merge(lower: Any, upper: Any, model: type[BaseModel] | None) -> Any:
 def check_shared_keys(data: LineDict, model: type[BaseModel], prefix: str = "") -> list[SourceError]:
     """Unknown keys in a defaults or profile file, each at its line with a "did you mean"."""
     errors = []
-    fields = list(model.model_fields)
+    fields = [name for name in model.model_fields if prefix or name not in SITE_ONLY_KEYS]
     for key, value in data.items():
         path = f"{prefix}{key}"
         if not prefix and key == EXTENDS:
@@ -113,7 +113,7 @@ def check_shared_keys(data: LineDict, model: type[BaseModel], prefix: str = "") 
             errors.append(SourceError(data.key_loc(key), path, "belongs to one site; set it in topologies/sites/<site>.yaml, "
                                                               "not in a shared file"))
             continue
-        if key not in model.model_fields:
+        if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             errors.append(SourceError(data.key_loc(key), path, f"unknown key{hint}; expected one of: {', '.join(fields)}"))
