@@ -359,12 +359,12 @@ def test_provider_create_pxe_boots_the_node_once(provider, root: Path, bmcs, tar
     assert (created.outs["power_state"], host_is_on(info), reimages, bmc.boot_device(info)) == ("on", True, "1", "default")
 
 
-def test_provider_read_returns_real_power_sensors_and_fru(provider, root: Path, bmcs, site: Site):
+def test_provider_read_returns_real_power_and_fru_but_no_telemetry(provider, root: Path, bmcs, site: Site):
     info = bmcs["gpu-1"]
     created = provider.create(node_props(root, info))
     ipmitool_power(info, "off")  # switched off behind Pulumi's back
     read = provider.read(created.id, created.outs).outs
-    assert (read["power_state"], read["power_draw_w"], read["temperatures_c"]) == ("off", 8500.0, {"Inlet Temp": 22.0})
+    assert (read["power_state"], "power_draw_w" in read, "temperatures_c" in read) == ("off", False, False)
     assert (read["serial"], read["product"]) == (site.hosts["gpu-1"].serial, site.hosts["gpu-1"].block.display_name)
 
 
