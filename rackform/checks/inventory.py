@@ -16,7 +16,7 @@ from rackform.model.site import Host, Site, Switch
 from rackform.model.source import Loc
 from rackform.render.group_vars import CONNECTION_DEFAULTS, USER_CONCERN, build_group_vars
 from rackform.render.groups import generated_groups, group_members
-from rackform.render.host_vars import host_vars, peer_index, switch_vars
+from rackform.render.host_vars import own_host_vars, own_switch_vars, peer_index
 
 # Host facts rackform writes only when the inventory gives them (so a sampled host may lack them).
 _FACT_NAMES = frozenset({"ansible_host", "management_address", "management_mac", "bmc_address", "bmc_mac", "serial_number"})
@@ -121,8 +121,7 @@ def inventory_variables(site: Site) -> Iterator[Finding]:
     rendered = _rendered_group_names(site)
     peers = peer_index(site)
     for node in with_vars:
-        own = host_vars(node, peers) if isinstance(node, Host) else switch_vars(node, peers, site.switches)
-        names = rendered | (set(own) - set(node.user_vars))
+        names = rendered | set(_own_vars(node, peers, site))
         for key in node.user_vars:
             if key in names and key not in CONNECTION_DEFAULTS:
                 yield _rendered_finding(_var_loc(node, key), f"{node.name}.{key}", key)
@@ -139,6 +138,10 @@ def _rendered_group_names(site: Site) -> set[str]:
     return names | set(cni_group_vars(site))
 
 
+def _own_vars(node: Host | Switch, peers, site: Site) -> dict:
+    return own_host_vars(node, peers) if isinstance(node, Host) else own_switch_vars(node, peers, site.switches)
+
+
 def _rendered_host_names(site: Site, peers) -> set[str]:
     """Every variable rackform writes into some host_vars file of the site."""
     names: set[str] = set()
@@ -148,8 +151,7 @@ def _rendered_host_names(site: Site, peers) -> set[str]:
         if kind in seen_kinds:
             continue
         seen_kinds.add(kind)
-        own = host_vars(node, peers) if isinstance(node, Host) else switch_vars(node, peers, site.switches)
-        names |= set(own) - set(node.user_vars)
+        names |= set(_own_vars(node, peers, site))
     return names | _FACT_NAMES
 
 

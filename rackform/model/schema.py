@@ -35,8 +35,8 @@ def _unquoted_mac_hint(number: int) -> str:
         number, digit = divmod(number, SEXAGESIMAL_BASE)
         groups.insert(0, f"{digit:02d}")
     if len(groups) == 6:
-        return f'YAML read an unquoted MAC as a number: quote it, e.g. "{":".join(groups)}"'
-    return "YAML read an unquoted MAC as a number: quote it"
+        return f'unquoted MAC read by YAML as a number: quote it, e.g. "{":".join(groups)}"'
+    return "unquoted MAC read by YAML as a number: quote it"
 
 
 def normalise_mac(value: object) -> str:

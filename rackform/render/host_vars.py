@@ -83,6 +83,13 @@ def gpu_vars(host: Host) -> dict:
 
 
 def host_vars(host: Host, peers: PeerIndex) -> dict:
+    """What rackform writes for a host, then the inventory's own variables of the host."""
+    own = own_host_vars(host, peers)
+    return {**own, **host.user_vars} if host.user_vars else own
+
+
+def own_host_vars(host: Host, peers: PeerIndex) -> dict:
+    """The variables rackform derives for a host (none of the inventory's pass-through ones)."""
     fabric_ports: dict[str, dict] = {}
     for port in host.ports.values():
         peer = peers.get((host.name, port.name))
@@ -111,11 +118,16 @@ def host_vars(host: Host, peers: PeerIndex) -> dict:
         "fabric_ports": fabric_ports,
         **gpu_vars(host),
         **_overrides(host.device, _HOST_OVERRIDES),
-        **host.user_vars,
     }
 
 
 def switch_vars(switch: Switch, peers: PeerIndex, switches: dict[str, Switch]) -> dict:
+    """What rackform writes for a managed switch, then the inventory's own variables of it."""
+    own = own_switch_vars(switch, peers, switches)
+    return {**own, **switch.user_vars} if switch.user_vars else own
+
+
+def own_switch_vars(switch: Switch, peers: PeerIndex, switches: dict[str, Switch]) -> dict:
     ports: dict[str, dict] = {}
     for port in switch.ports.values():
         peer = peers.get((switch.name, port.name))
@@ -141,5 +153,4 @@ def switch_vars(switch: Switch, peers: PeerIndex, switches: dict[str, Switch]) -
         **_present(switch_role=switch.role, switch_os=switch.os, switch_fabric=switch.fabric, switch_asn=switch.asn),
         "switch_ports": ports,
         **_overrides(switch.device, _SWITCH_OVERRIDES),
-        **switch.user_vars,
     }
