@@ -1,7 +1,8 @@
-"""The lossless RoCE fabric: switch configuration drivers and the fabric consistency check.
+"""The lossless RoCE fabric: `rackform fabric apply` and the fabric consistency check.
 
-A driver per switch OS (`rackform.fabric.drivers`) renders a switch's configuration
-from the site, reads what the switch runs, shows the difference, applies it with a
-rollback and saves it. The same drivers back `rackform fabric apply` and the Pulumi
-`SwitchConfig` resource.
+Switches are configured by the fabric stage (fabric.yml: the switch_baseline role on
+Cumulus, the onyx_switch role on Onyx); `rackform fabric apply` runs that stage through
+the pipeline's stage runner (`apply_cli`). `onyx_lines` loads the onyx_switch role's
+Onyx line model, the one copy. The rest reads live devices and compares both ends of
+every link (`rackform fabric check`).
 """

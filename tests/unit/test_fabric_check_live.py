@@ -160,8 +160,14 @@ def test_onyx_wrong_password_is_an_unreachable_device(onyx):
     assert device.error.startswith(f"Onyx login to 127.0.0.1:{onyx.port} failed")
 
 
-def test_onyx_password_comes_from_the_variable_fabric_apply_reads(monkeypatch):
-    from rackform.fabric.context import PASSWORD_VARIABLE
+def test_onyx_password_comes_from_the_variable_the_onyx_switch_role_reads(monkeypatch):
+    import re
 
-    monkeypatch.setenv(PASSWORD_VARIABLE, "from-the-environment")
+    import yaml
+
+    from rackform.paths import ROLES_DIR
+
+    defaults = yaml.safe_load((ROLES_DIR / "onyx_switch" / "defaults" / "main.yml").read_text())
+    variable = re.fullmatch(r"\{\{ lookup\('ansible.builtin.env', '(\w+)'\) \}\}", defaults["onyx_switch_password"])[1]
+    monkeypatch.setenv(variable, "from-the-environment")
     assert OnyxLogin.from_environment("admin").password == "from-the-environment"

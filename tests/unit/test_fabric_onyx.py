@@ -1,29 +1,39 @@
-"""The Onyx driver against the Onyx CLI emulator (a rackform stand-in, not Onyx), driven
-by netmiko's unchanged `mellanox_mlnxos` driver: first push, saved config, a re-run that
-pushes nothing, and pushes that fail half-way.
+"""The onyx_switch role's module (`rackform_onyx_config`) against the Onyx CLI emulator (a
+rackform stand-in, not Onyx), driven by netmiko's unchanged `mellanox_mlnxos` driver: check
+mode, first push and save, a re-run that changes nothing, pushes that fail half-way and roll
+back, and (slow) the emitted fabric.yml doing the same through ansible-playbook.
 
 The site is the shipped lab with leaf-2 running Onyx (its ports renamed Eth1/n); the
-emulator listens on 127.0.0.1 and is reached through the driver's endpoint override.
+emulator listens on 127.0.0.1. The module is loaded as AnsiballZ ships it: its module_utils
+registered as `ansible.module_utils.<name>` from the role.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.testing import patch_module_args
 
-from rackform.fabric.context import Credentials, SwitchTarget, connection_for, switch_targets
-from rackform.fabric.dispatch import connect, driver_class
-from rackform.fabric.driver import ApplyFailed, FabricError, UnsupportedSwitchOs
-from rackform.fabric.onyx import OnyxDriver
-from rackform.fabric.sync import SyncResult, sync
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
+from rackform.render import render_files, write_project
+from rackform.render.groups import host_groups
+from rackform.render.project import build_inventory
+from rackform.render.switch_configs import onyx_config_text, switch_context
 
 REPO = Path(__file__).resolve().parents[2]
-PASSWORD = "lab-only-password"
+ROLE = REPO / "roles" / "onyx_switch"
+PASSWORD = "lab-only-password-7f3a"
 PORTS = 32
 # What a lossless RoCE port of leaf-2 must run (docs/domain.md, "Onyx: the explicit DCB form"), gpu-1:fab1 on Eth1/5.
 ROCE_LINES = [
@@ -40,6 +50,22 @@ ROCE_LINES = [
 ]
 
 
+def _load(name: str, path: Path):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_onyx_module():
+    for name in ("rackform_onyx_lines", "rackform_onyx_session"):
+        _load(f"ansible.module_utils.{name}", ROLE / "module_utils" / f"{name}.py")
+    return _load("rackform_onyx_config_module", ROLE / "library" / "rackform_onyx_config.py")
+
+
 def onyx_lab_root(root: Path) -> Path:
     """The shipped lab's inputs with leaf-2 running Onyx."""
     for folder in ("topologies", "inventories"):
@@ -51,29 +77,44 @@ def onyx_lab_root(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory) -> SwitchTarget:
-    site = load_site("lab", onyx_lab_root(tmp_path_factory.mktemp("onyx-lab")))
-    return switch_targets(site, ["leaf-2"])["leaf-2"]
+def onyx_root(tmp_path_factory) -> Path:
+    return onyx_lab_root(tmp_path_factory.mktemp("onyx-lab"))
+
+
+@pytest.fixture(scope="module")
+def context(onyx_root) -> dict:
+    """leaf-2's template variables, as the review renderer (and Ansible) merge them."""
+    inventory = build_inventory(load_site("lab", onyx_root))
+    return switch_context("leaf-2", host_groups(inventory.tree)["leaf-2"], inventory.group_vars,
+                          inventory.switch_vars["leaf-2"], inventory.server_vars)
 
 
 def start_emulator(state_dir: Path, hostname: str = "leaf-2") -> OnyxEmulator:
     return OnyxEmulator(hostname, PORTS, state_dir, password=PASSWORD).start()
 
 
-def driver_for(emulator: OnyxEmulator, target: SwitchTarget) -> OnyxDriver:
-    credentials = Credentials(password=PASSWORD, username="admin")
-    return connect("onyx", connection_for(target, credentials, f"127.0.0.1:{emulator.port}"), target.name)
+@dataclass(frozen=True)
+class ModuleRun:
+    result: dict
+    output: str
+    """What the module printed (its JSON), to look for secrets in."""
 
 
-def push(emulator: OnyxEmulator, target: SwitchTarget, context: dict | None = None) -> tuple[SyncResult, list[str]]:
-    shown: list[str] = []
-    with driver_for(emulator, target) as driver:
-        result = sync(driver, driver.render(context or target.context), show=shown.append)
-    return result, shown
+def run_module(emulator: OnyxEmulator, context: dict, *, check: bool = False, password: str = PASSWORD) -> ModuleRun:
+    module = load_onyx_module()
+    args = {
+        "name": "leaf-2", "host": "127.0.0.1", "port": emulator.port, "username": "admin", "password": password,
+        "config": onyx_config_text(context), "dscp_to_priority": context.get("fabric_switch_dscp_to_priority", {}),
+        "timeout_s": 10, "_ansible_check_mode": check, "_ansible_diff": True,
+    }
+    printed = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(printed), pytest.raises(SystemExit):
+        module.main()
+    return ModuleRun(json.loads(printed.getvalue()), printed.getvalue())
 
 
-def with_mtu(target: SwitchTarget, mtu: int) -> dict:
-    return {**target.context, "fabric_switch_mtu": mtu, "fabric_switch_pfc_priorities": [3, 4]}
+def with_mtu(context: dict, mtu: int) -> dict:
+    return {**context, "fabric_switch_mtu": mtu, "fabric_switch_pfc_priorities": [3, 4]}
 
 
 def fail_once(emulator: OnyxEmulator, after_lines: int, mode: str = "error") -> None:
@@ -94,7 +135,18 @@ def fail_once(emulator: OnyxEmulator, after_lines: int, mode: str = "error") -> 
     switch.inject_config_failure(after_lines, mode)
 
 
-# ---------------------------------------------------------------- first push and re-run
+# ---------------------------------------------------------------- check mode, first push, re-run
+
+
+@dataclass(frozen=True)
+class Runs:
+    check: ModuleRun
+    check_running: str
+    first: ModuleRun
+    second: ModuleRun
+    second_touched: bool
+    """Whether the second run rewrote the running or the saved config."""
+    check_after: ModuleRun
 
 
 @pytest.fixture(scope="module")
@@ -106,52 +158,63 @@ def emulator(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def first_push(emulator, target):
-    return push(emulator, target)
+def runs(emulator, context) -> Runs:
+    before = emulator.running_config()
+    check = run_module(emulator, context, check=True)
+    check_running = emulator.running_config()
+    assert check_running == before
+    first = run_module(emulator, context)
+    stamps = (emulator.running_config_path.stat().st_mtime_ns, emulator.saved_config_path.stat().st_mtime_ns)
+    second = run_module(emulator, context)
+    touched = stamps != (emulator.running_config_path.stat().st_mtime_ns,
+                         emulator.saved_config_path.stat().st_mtime_ns)
+    return Runs(check, before, first, second, touched, run_module(emulator, context, check=True))
 
 
-@pytest.fixture(scope="module")
-def second_push(first_push, emulator, target):
-    modified_ns = emulator.running_config_path.stat().st_mtime_ns
-    result, shown = push(emulator, target)
-    return result, shown, modified_ns
+def test_check_mode_reports_a_change_and_shows_the_diff(runs):
+    diff = runs.check.result["diff"]["prepared"].splitlines()
+    assert runs.check.result["changed"] is True
+    assert "+ interface ethernet 1/5 mtu 9216 force" in diff and "- hostname switch-factory" in diff
 
 
-def test_first_push_shows_the_diff_before_applying(first_push):
-    _, shown = first_push
-    assert shown[0].startswith("leaf-2 (onyx, netmiko mellanox_mlnxos over SSH): ")
-    assert "+ interface ethernet 1/5 mtu 9216 force" in shown[0].splitlines()
-    assert shown[1:] == ["leaf-2: 46 line(s) applied (not saved yet)",
-                         "leaf-2: saved (`configuration write`): the switch boots with this configuration"]
+def test_check_mode_changes_and_saves_nothing(runs, emulator):
+    assert runs.check.result["saved"] is False and "hostname switch-factory" in runs.check_running
 
 
-def test_first_push_applies_and_saves(first_push):
-    result, _ = first_push
-    assert (result.applied, result.in_sync) == (True, False)
+def test_first_run_pushes_the_difference_and_saves(runs):
+    result = runs.first.result
+    assert (result["changed"], result["saved"], result.get("failed", False)) == (True, True, False)
+    assert result["commands"][-1] == "hostname leaf-2"  # the rename goes last: it changes the prompt
 
 
 @pytest.mark.parametrize("line", ROCE_LINES)
-def test_saved_config_holds_the_roce_line(first_push, emulator, line):
+def test_saved_config_holds_the_roce_line(runs, emulator, line):
     assert f"   {line}\n" in emulator.saved_config_path.read_text()
 
 
-def test_running_config_equals_saved_config(first_push, emulator):
+def test_running_config_equals_saved_config(runs, emulator):
     assert emulator.running_config() == emulator.saved_config_path.read_text()
 
 
-def test_hostname_is_renamed_last_and_the_session_survives(first_push, emulator):
+def test_hostname_is_renamed_and_the_session_survives(runs, emulator):
     assert emulator.switch.hostname == "leaf-2"
 
 
-def test_second_push_finds_nothing_to_change(second_push):
-    result, shown, _ = second_push
-    assert (result.in_sync, result.applied, shown) == (
-        True, False, ["leaf-2: runs its designed configuration; nothing to change"])
+def test_second_run_changes_nothing(runs):
+    assert (runs.second.result["changed"], runs.second.result["commands"], runs.second.result["saved"]) == (
+        False, [], False)
 
 
-def test_second_push_sends_no_configuration_line(second_push, emulator):
-    *_, modified_ns = second_push
-    assert emulator.running_config_path.stat().st_mtime_ns == modified_ns
+def test_second_run_neither_pushes_nor_saves(runs):
+    assert runs.second_touched is False
+
+
+def test_check_mode_on_a_configured_switch_shows_no_diff(runs):
+    assert runs.check_after.result["changed"] is False and "diff" not in runs.check_after.result
+
+
+def test_password_never_appears_in_a_result(runs):
+    assert all(PASSWORD not in run.output for run in (runs.check, runs.first, runs.second))
 
 
 # ---------------------------------------------------------------- pushes that fail half-way
@@ -159,54 +222,54 @@ def test_second_push_sends_no_configuration_line(second_push, emulator):
 
 @dataclass(frozen=True)
 class FailedPush:
-    error: ApplyFailed
+    result: dict
     before: str
     """Running (and saved) config before the push."""
     running: str
     saved: str
 
 
-def failed_push(emulator: OnyxEmulator, target: SwitchTarget, before: str) -> FailedPush:
+def failed_push(emulator: OnyxEmulator, context: dict, before: str) -> FailedPush:
     """Push a changed design (MTU 9100, an extra lossless priority) that must fail."""
-    with pytest.raises(ApplyFailed) as failed:
-        push(emulator, target, with_mtu(target, 9100))
-    return FailedPush(failed.value, before, emulator.running_config(), emulator.saved_config_path.read_text())
+    result = run_module(emulator, with_mtu(context, 9100)).result
+    assert result.get("failed") is True, result
+    return FailedPush(result, before, emulator.running_config(), emulator.saved_config_path.read_text())
 
 
 @pytest.fixture(scope="module")
-def configured(tmp_path_factory, target):
+def configured(tmp_path_factory, context):
     """A fresh emulator running and saving the design."""
     emulator = start_emulator(tmp_path_factory.mktemp("onyx-fault"))
-    push(emulator, target)
+    assert run_module(emulator, context).result["saved"] is True
     yield emulator
     emulator.stop()
 
 
 @pytest.fixture(scope="module")
-def refused_once(configured, target) -> FailedPush:
-    """The fourth line is refused once (a transient fault): the driver undoes the first three."""
+def refused_once(configured, context) -> FailedPush:
+    """The fourth line is refused once (a transient fault): the module undoes the first three."""
     before = configured.running_config()
     fail_once(configured, after_lines=3)
-    return failed_push(configured, target, before)
+    return failed_push(configured, context, before)
 
 
 @pytest.fixture(scope="module")
-def keeps_refusing(refused_once, configured, target) -> FailedPush:
-    """The switch refuses every line after the third, the driver's undo included."""
+def keeps_refusing(refused_once, configured, context) -> FailedPush:
+    """The switch refuses every line after the third, the undo included."""
     before = configured.running_config()
     configured.inject_config_failure(after_lines=3)
     try:
-        return failed_push(configured, target, before)
+        return failed_push(configured, context, before)
     finally:
         configured.inject_config_failure(None)
 
 
-def test_refused_line_half_way_restores_the_previous_config(refused_once):
-    assert refused_once.error.rolled_back and refused_once.running == refused_once.before
+def test_rejected_line_half_way_restores_the_previous_config(refused_once):
+    assert refused_once.result["rolled_back"] is True and refused_once.running == refused_once.before
 
 
-def test_refused_line_message_names_the_line_and_the_rollback(refused_once):
-    message = str(refused_once.error)
+def test_rejected_line_message_names_the_line_and_the_rollback(refused_once):
+    message = refused_once.result["msg"]
     assert "the switch refused `interface ethernet 1/3 mtu 9100 force`: % Fault injected" in message
     assert "the previous configuration is restored" in message
 
@@ -216,8 +279,8 @@ def test_failed_push_saves_nothing(refused_once):
 
 
 def test_switch_that_keeps_refusing_is_reported_half_applied(keeps_refusing):
-    assert not keeps_refusing.error.rolled_back
-    assert "restoring the previous configuration FAILED as well" in str(keeps_refusing.error)
+    assert keeps_refusing.result["rolled_back"] is False
+    assert "restoring the previous configuration FAILED as well" in keeps_refusing.result["msg"]
 
 
 def test_switch_that_keeps_refusing_still_boots_the_previous_config(keeps_refusing):
@@ -225,34 +288,63 @@ def test_switch_that_keeps_refusing_still_boots_the_previous_config(keeps_refusi
 
 
 @pytest.mark.slow
-def test_dropped_session_half_way_restores_the_previous_config(tmp_path, target):
+def test_dropped_session_half_way_restores_the_previous_config(tmp_path, context):
     emulator = start_emulator(tmp_path / "state")
     try:
-        push(emulator, target)
+        run_module(emulator, context)
         before = emulator.running_config()
         fail_once(emulator, after_lines=3, mode="disconnect")
-        outcome = failed_push(emulator, target, before)
+        outcome = failed_push(emulator, context, before)
     finally:
         emulator.stop()
-    assert outcome.error.rolled_back and outcome.running == before
+    assert outcome.result["rolled_back"] is True and outcome.running == before
 
 
-# ---------------------------------------------------------------- what the driver refuses
+# ---------------------------------------------------------------- what the module refuses
 
 
-def test_dscp_map_other_than_onyxs_default_is_refused(target):
-    context = {**target.context, "fabric_switch_dscp_to_priority": {26: 4, 48: 6}}
-    with pytest.raises(FabricError, match=r"DSCP 26 -> 4 \(Onyx's default gives 3\)"):
-        driver_class("onyx")(connection_for(target, Credentials())).render(context)
+def test_dscp_map_other_than_onyxs_default_is_refused_before_login(emulator, context):
+    run = run_module(emulator, {**context, "fabric_switch_dscp_to_priority": {26: 4, 48: 6}})
+    assert run.result["failed"] is True
+    assert "leaf-2: the design maps DSCP 26 -> 4 (Onyx's default gives 3)" in run.result["msg"]
 
 
-def test_unknown_switch_os_lists_the_supported_ones():
-    with pytest.raises(UnsupportedSwitchOs, match="no configuration driver for switch OS 'eos'; supported: cumulus, onyx"):
-        driver_class("eos")
+def test_wrong_password_is_a_login_failure_not_a_traceback(emulator, context):
+    run = run_module(emulator, context, password="wrong-password-91c2")
+    assert run.result["failed"] is True
+    assert run.result["msg"].startswith(f"leaf-2: cannot log in to 127.0.0.1:{emulator.port} as admin")
+    assert "wrong-password-91c2" not in run.output and "rolled_back" not in run.result
 
 
-def test_wrong_password_is_a_login_error_not_a_traceback(emulator, target):
-    connection = connection_for(target, Credentials(password="wrong", username="admin"), f"127.0.0.1:{emulator.port}")
-    with pytest.raises(FabricError, match=r"leaf-2: cannot log in to 127\.0\.0\.1:\d+ as admin"):
-        with connect("onyx", connection, "leaf-2") as driver:
-            driver.running()
+# ---------------------------------------------------------------- the emitted fabric.yml (slow)
+
+
+def playbook(project: Path, emulator: OnyxEmulator, *flags: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                   "RACKFORM_SWITCH_PASSWORD": PASSWORD, "RACKFORM_SWITCH_USER": "admin", "ANSIBLE_NOCOLOR": "1",
+                   "ANSIBLE_LOCAL_TEMP": str(project / ".ansible-tmp")}
+    return subprocess.run(
+        ["ansible-playbook", "fabric.yml", "--limit", "leaf-2", "-e", "ansible_host=127.0.0.1",
+         "-e", f"ansible_port={emulator.port}", *flags],
+        cwd=project, env=environment, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_fabric_playbook_configures_the_onyx_switch(tmp_path, onyx_root):
+    project = tmp_path / "project"
+    write_project(render_files(load_site("lab", onyx_root)), project)
+    emulator = start_emulator(tmp_path / "state", hostname="switch-factory")
+    try:
+        check = playbook(project, emulator, "--check", "--diff")
+        untouched = "hostname switch-factory" in emulator.running_config()
+        first = playbook(project, emulator)
+        second = playbook(project, emulator)
+    finally:
+        emulator.stop()
+    assert check.returncode == 0 and untouched, check.stdout + check.stderr
+    assert "+ interface ethernet 1/5 mtu 9216 force" in check.stdout
+    assert (first.returncode, second.returncode) == (0, 0), first.stdout + second.stdout
+    assert "leaf-2                     : ok=1    changed=1" in first.stdout
+    assert "leaf-2                     : ok=1    changed=0" in second.stdout
+    assert all(PASSWORD not in run.stdout + run.stderr for run in (check, first, second))
+    assert "   interface ethernet 1/5 pfc-wd\n" in emulator.saved_config_path.read_text()

@@ -1,6 +1,7 @@
-"""What the switch drivers render from the shipped lab site: the Cumulus files (the
-switch_baseline role's templates) and the Onyx CLI lines, with the RoCE values of
-`rackform.checks.roce.switch_settings`."""
+"""What the fabric stage's switch templates render from the shipped lab site, through
+rackform's review renderer (`rackform.render.switch_configs`): the Cumulus files (the
+switch_baseline role's templates) and the Onyx CLI lines (the onyx_switch role's
+template), with the RoCE values of `rackform.checks.roce.switch_settings`."""
 
 from __future__ import annotations
 
@@ -13,14 +14,20 @@ from pathlib import Path
 import pytest
 
 from rackform.checks.roce import switch_settings
-from rackform.fabric.context import Credentials, connection_for, roce_vars, switch_targets
-from rackform.fabric.cumulus import CumulusDriver
-from rackform.fabric.onyx import OnyxDriver
+from rackform.checks.roce import SwitchRoceSettings
+from rackform.fabric import onyx_lines as onyx_line_model
 from rackform.model.loader import load_site
 from rackform.model.schema import RoceOverrides
-from rackform.render.groups import host_groups
+from rackform.render.groups import host_groups, managed_switches
 from rackform.render.project import build_inventory
-from rackform.render.switch_configs import merged_vars, role_defaults, switch_config_files, switch_context
+from rackform.render.switch_configs import (
+    cumulus_files,
+    merged_vars,
+    onyx_config_text,
+    role_defaults,
+    switch_config_files,
+    switch_context,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_SCRIPT = ROOT / "roles" / "roce_host" / "files" / "rackform-roce-host"
@@ -33,14 +40,37 @@ def lab():
     return load_site("lab", ROOT)
 
 
+def switch_contexts(site) -> dict[str, dict]:
+    """Switch -> the variables its templates see (the inventory, merged as Ansible does)."""
+    inventory = build_inventory(site)
+    groups = host_groups(inventory.tree)
+    return {switch.name: switch_context(switch.name, groups.get(switch.name, {"all": 0}), inventory.group_vars,
+                                        inventory.switch_vars[switch.name], inventory.server_vars)
+            for switch in managed_switches(site)}
+
+
 @pytest.fixture(scope="module")
 def targets(lab):
-    return switch_targets(lab)
+    return switch_contexts(lab)
 
 
 def rendered(targets, switch: str) -> dict[str, str]:
-    target = targets[switch]
-    return CumulusDriver(connection_for(target, Credentials()), switch).render(target.context)
+    """Path on the switch -> content, for every file the switch_baseline role installs there."""
+    return cumulus_files(targets[switch])
+
+
+def roce_vars(settings: SwitchRoceSettings) -> dict:
+    """A switch's effective RoCE settings as the fabric_switch_* variables its templates read."""
+    return {
+        "fabric_switch_trust": settings.trust,
+        "fabric_switch_pfc_priorities": list(settings.pfc_priorities),
+        "fabric_switch_dscp_to_priority": dict(sorted(settings.dscp_to_priority.items())),
+        "fabric_switch_ecn_enabled": settings.ecn,
+        "fabric_switch_ecn_min_kb": settings.ecn_min_kb,
+        "fabric_switch_ecn_max_kb": settings.ecn_max_kb,
+        "fabric_switch_pfc_watchdog": settings.pfc_watchdog,
+        "fabric_switch_mtu": settings.mtu,
+    }
 
 
 def host_script():
@@ -62,11 +92,10 @@ GATEWAYS = [
 
 
 def _servers_file(targets, address: str) -> str:
-    target = targets["leaf-1"]
-    context = copy.deepcopy(target.context)
+    context = copy.deepcopy(targets["leaf-1"])
     context["hostvars"]["gpu-1"]["fabric_ports"]["fab0"]["address"] = address
     context["hostvars"] = {"gpu-1": context["hostvars"]["gpu-1"]}
-    return CumulusDriver(connection_for(target, Credentials()), "leaf-1").render(context)[SERVERS_FILE]
+    return cumulus_files(context)[SERVERS_FILE]
 
 
 @pytest.mark.parametrize("address, gateway", GATEWAYS)
@@ -144,11 +173,10 @@ def test_datapath_file_only_on_fabric_switches(lab):
     inventory = build_inventory(lab)
     own = inventory.switch_vars["leaf-1"]
     context = switch_context("leaf-1", {"all": 0, "cumulus": 2}, inventory.group_vars, own, inventory.server_vars)
-    driver = CumulusDriver(connection_for(switch_targets(lab)["leaf-1"], Credentials()), "leaf-1")
-    assert QOS_FILE not in driver.render(context)
+    assert QOS_FILE not in cumulus_files(context)
 
 
-def test_review_file_shows_every_file_the_driver_pushes(lab, targets):
+def test_review_file_shows_every_file_the_role_installs(lab, targets):
     inventory = build_inventory(lab)
     review = switch_config_files(inventory.switch_vars, host_groups(inventory.tree), inventory.group_vars,
                                  inventory.server_vars)["switch_configs/leaf-1.cumulus.conf"]
@@ -169,7 +197,7 @@ def _switch_roce_from_inventory(site, switch: str) -> dict:
 
 @pytest.mark.parametrize("overrides", [None, RoceOverrides(mtu=9100, ecn=True, pfc_priorities=[3])],
                          ids=["site values", "leaf-1 override"])
-def test_driver_roce_values_are_the_inventorys(lab, overrides):
+def test_switch_roce_values_are_the_inventorys(lab, overrides):
     site = copy.deepcopy(lab)
     site.switches["leaf-1"].device.roce_overrides = overrides
     from_settings = roce_vars(switch_settings(site.fabric, overrides))
@@ -179,7 +207,7 @@ def test_driver_roce_values_are_the_inventorys(lab, overrides):
 def test_override_reaches_the_rendered_files(lab):
     site = copy.deepcopy(lab)
     site.switches["leaf-1"].device.roce_overrides = RoceOverrides(mtu=9100)
-    assert "    mtu 9100" in rendered(switch_targets(site), "leaf-1")[role_defaults()["switch_baseline_interfaces_file"]]
+    assert "    mtu 9100" in rendered(switch_contexts(site), "leaf-1")[role_defaults()["switch_baseline_interfaces_file"]]
 
 
 # ---------------------------------------------------------------- Onyx lines
@@ -187,12 +215,11 @@ def test_override_reaches_the_rendered_files(lab):
 
 @pytest.fixture(scope="module")
 def onyx_lines(targets):
-    context = {**targets["leaf-2"].context, "switch_ports": {
+    context = {**targets["leaf-2"], "switch_ports": {
         "Eth1/5": {"peer": "gpu-1", "peer_port": "fab1", "description": "gpu-1:fab1", "bgp_peer": False},
         "Eth1/7": {"peer": "spare", "peer_port": "p", "description": "spare port", "bgp_peer": False},
     }}
-    driver = OnyxDriver(connection_for(targets["leaf-2"], Credentials()), "leaf-2")
-    return driver.render(context)["running-config"].splitlines()
+    return onyx_line_model.config_lines(onyx_config_text(context))
 
 
 def test_onyx_config_enables_lldp(onyx_lines):

@@ -15,7 +15,7 @@ from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
 
 ROOT = Path(__file__).resolve().parents[2]
-FABRIC_ROLES = ("switch_baseline", "roce_host")
+FABRIC_ROLES = ("switch_baseline", "onyx_switch", "roce_host")
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +23,22 @@ def files() -> dict[str, bytes]:
     return render_files(load_site("lab", ROOT))
 
 
-def test_fabric_stage_configures_cumulus_switches_then_servers(files):
+def test_fabric_stage_configures_cumulus_and_onyx_switches_then_servers(files):
     plays = yaml.safe_load(files["fabric.yml"])
     assert [(play["hosts"], [role["role"] for role in play["roles"]]) for play in plays] == [
-        ("cumulus", ["switch_baseline"]), ("servers", ["roce_host"])]
+        ("cumulus", ["switch_baseline"]), ("onyx", ["onyx_switch"]), ("servers", ["roce_host"])]
 
 
-def test_a_failing_switch_stops_every_switch(files):
-    assert yaml.safe_load(files["fabric.yml"])[0]["any_errors_fatal"] is True
+@pytest.mark.parametrize("group", ["cumulus", "onyx"])
+def test_a_failing_switch_stops_every_switch(files, group):
+    play = next(play for play in yaml.safe_load(files["fabric.yml"]) if play["hosts"] == group)
+    assert play["any_errors_fatal"] is True
+
+
+def test_onyx_play_runs_its_module_on_the_controller_with_ansibles_python(files):
+    play = next(play for play in yaml.safe_load(files["fabric.yml"]) if play["hosts"] == "onyx")
+    assert play["vars"] == {"ansible_connection": "ansible.builtin.local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}", "ansible_become": False}
 
 
 @pytest.mark.parametrize("role", FABRIC_ROLES)
@@ -66,28 +74,45 @@ def test_fabric_roles_pass_ansible_lint_production_profile(tmp_path, files):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("template", ["servers.intf.j2", "qos_features.conf.j2", "port-settings.sh.j2"])
-def test_ansible_renders_the_template_as_the_cumulus_driver_does(tmp_path, files, template):
-    """The same template through Ansible's templating and through the driver's (plain Jinja)."""
-    from rackform.fabric.context import Credentials, connection_for, switch_targets
-    from rackform.fabric.cumulus import CumulusDriver
-    from rackform.render.switch_configs import CUMULUS_FILES, cumulus_path
-
-    project = tmp_path / "lab"
-    write_project(files, project)
-    deployed = tmp_path / "deployed"
+def ansible_template(project: Path, host: str, template: str, deployed: Path) -> None:
+    """Render a role template for `host` with Ansible's own templating (the template module)."""
+    role = template.split("/")[0]
     environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                   "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
+                   "ANSIBLE_LOCAL_TEMP": str(deployed.parent / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
-        ["ansible", "leaf-1", "-m", "ansible.builtin.template",
-         "-a", f"src=roles/switch_baseline/templates/{template} dest={deployed}",
-         "-e", "@roles/switch_baseline/defaults/main.yml", "-e", "ansible_connection=local",
+        ["ansible", host, "-m", "ansible.builtin.template", "-a", f"src=roles/{template} dest={deployed}",
+         "-e", f"@roles/{role}/defaults/main.yml", "-e", "ansible_connection=local",
          "-e", f"ansible_python_interpreter={sys.executable}"],
         cwd=project, env=environment, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    target = switch_targets(load_site("lab", ROOT), ["leaf-1"])["leaf-1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("template", ["servers.intf.j2", "qos_features.conf.j2", "port-settings.sh.j2"])
+def test_ansible_renders_the_cumulus_template_as_the_review_file_shows_it(tmp_path, files, template):
+    """The same template through Ansible's templating and through rackform's review renderer (plain Jinja)."""
+    from rackform.render.groups import host_groups
+    from rackform.render.project import build_inventory
+    from rackform.render.switch_configs import CUMULUS_FILES, cumulus_file_text, switch_context
+
+    project = tmp_path / "lab"
+    write_project(files, project)
+    deployed = tmp_path / "deployed"
+    ansible_template(project, "leaf-1", f"switch_baseline/templates/{template}", deployed)
+    inventory = build_inventory(load_site("lab", ROOT))
+    context = switch_context("leaf-1", host_groups(inventory.tree)["leaf-1"], inventory.group_vars,
+                             inventory.switch_vars["leaf-1"], inventory.server_vars)
     part = next(part for part in CUMULUS_FILES if part.template == template)
-    pushed = CumulusDriver(connection_for(target, Credentials()), "leaf-1").render(target.context)
-    assert deployed.read_text() == pushed[cumulus_path(part, target.context)]
+    assert deployed.read_text() == cumulus_file_text(part, context)
+
+
+@pytest.mark.slow
+def test_ansible_renders_the_onyx_template_as_the_review_file_shows_it(tmp_path):
+    """What the onyx_switch role pushes (its template, through Ansible) is switch_configs/<switch>.onyx.conf."""
+    files = render_files(load_site("reference", ROOT))
+    project = tmp_path / "reference"
+    write_project(files, project)
+    deployed = tmp_path / "deployed"
+    ansible_template(project, "leaf-1", "onyx_switch/templates/onyx.conf.j2", deployed)
+    assert deployed.read_text() == files["switch_configs/leaf-1.onyx.conf"].decode()

@@ -1,7 +1,8 @@
-"""The `SwitchConfig` dynamic provider, called directly (Pulumi's mocks never call
-providers): check/diff/read/delete, the dill round trip the engine does (in this process
-and in a fresh one started in the program directory), and create/update/read against
-the Onyx CLI emulator (a rackform stand-in, not Onyx) on 127.0.0.1.
+"""The retired `SwitchConfig` dynamic provider, called directly (Pulumi's mocks never call
+providers): kept loadable for existing state, it checks and diffs as before, and its
+create/update/read only remember (no switch is reached: the fabric stage configures
+switches); the dill round trip the engine does, in this process and in a fresh one
+started in the program directory.
 """
 
 from __future__ import annotations
@@ -25,14 +26,10 @@ from providers.switch_config import SwitchConfig, SwitchConfigProvider, desired_
 from pulumi.dynamic import Config, ConfigureRequest  # noqa: E402
 from pulumi.dynamic.dynamic import serialize_provider  # noqa: E402
 from pulumi.runtime._serialization import _deserialize, _serialize  # noqa: E402
-from test_fabric_onyx import onyx_lab_root  # noqa: E402
 
-import rackform.fabric.context  # noqa: E402
-from rackform.fabric.context import Credentials  # noqa: E402
-from rackform.lab.onyx_emulator import OnyxEmulator  # noqa: E402
 from rackform.model.loader import load_site  # noqa: E402
+from rackform.render import render_files  # noqa: E402
 
-PASSWORD = "lab-only-password"
 CONFIG = {"running-config": "hostname leaf-2\nlldp\n"}
 PROPS = {"site": "lab", "switch": "leaf-2", "os": "onyx", "root": "/srv/rackform", "config": CONFIG}
 
@@ -46,8 +43,7 @@ def test_check_accepts_a_supported_switch_os():
 
 def test_check_refuses_an_unknown_switch_os_listing_the_supported_ones():
     failures = SwitchConfigProvider().check({}, PROPS | {"os": "eos"}).failures
-    assert [(f.property, f.reason) for f in failures] == [
-        ("os", "no configuration driver for switch OS 'eos'; supported: cumulus, onyx")]
+    assert [(f.property, f.reason) for f in failures] == [("os", "unknown switch OS 'eos'; supported: cumulus, onyx")]
 
 
 def test_check_requires_every_input():
@@ -81,6 +77,13 @@ def test_desired_configs_cover_every_managed_switch_with_its_os():
     configs = desired_configs(load_site("lab", REPO))
     assert {name: os_name for name, (os_name, _) in configs.items()} == {
         "leaf-1": "cumulus", "leaf-2": "cumulus", "spine-1": "cumulus"}
+
+
+def test_desired_config_is_the_rendered_review_file():
+    site = load_site("reference", REPO)
+    os_name, config = desired_configs(site)["leaf-1"]
+    assert (os_name, config) == ("onyx", {"switch_configs/leaf-1.onyx.conf":
+                                          render_files(site)["switch_configs/leaf-1.onyx.conf"].decode()})
 
 
 # ---------------------------------------------------------------- engine serialization
@@ -132,77 +135,29 @@ def test_round_trip_then_diff_in_a_fresh_provider_process():
     assert json.loads(completed.stdout) == {"changes": True, "replaces": [], "loaded": []}
 
 
-# ---------------------------------------------------------------- create, update, read on the emulator
+# ---------------------------------------------------------------- create, update, read: remembered only
 
 
-@pytest.fixture(scope="module")
-def onyx_root(tmp_path_factory) -> Path:
-    return onyx_lab_root(tmp_path_factory.mktemp("onyx-lab"))
+UNREACHABLE = PROPS | {"root": "/nonexistent/rackform", "endpoint": "127.0.0.1:1"}
+"""Inputs no push could act on: a create or update that tried would fail."""
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    with OnyxEmulator("leaf-2", 32, tmp_path_factory.mktemp("onyx-state"), username="root",
-                      password=PASSWORD) as running:
-        yield running
+def test_create_only_remembers_its_inputs():
+    created = SwitchConfigProvider().create(UNREACHABLE)
+    assert created.id == "lab/leaf-2"
+    assert {key: created.outs[key] for key in UNREACHABLE} == UNREACHABLE
+    assert (created.outs["applied_changes"], created.outs["diff"]) == (0, "")
+    assert created.outs["notes"] == ["leaf-2: configured by the fabric stage (fabric.yml); this resource only "
+                                     "remembers its inputs"]
 
 
-@pytest.fixture(scope="module")
-def props(onyx_root, emulator) -> dict:
-    """What the program would give the resource for leaf-2, reaching the emulator."""
-    _, config = desired_configs(load_site("lab", onyx_root))["leaf-2"]
-    return {"site": "lab", "switch": "leaf-2", "os": "onyx", "root": str(onyx_root), "config": config,
-            "endpoint": f"127.0.0.1:{emulator.port}"}
+def test_update_only_remembers_the_new_inputs():
+    news = UNREACHABLE | {"config": {"running-config": "hostname leaf-2\n"}}
+    updated = SwitchConfigProvider().update("lab/leaf-2", UNREACHABLE, news)
+    assert updated.outs["config"] == news["config"] and updated.outs["applied_changes"] == 0
 
 
-@pytest.fixture(scope="module")
-def credentials():
-    """The switch password from the environment, as the provider process gets it; no lab key."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RACKFORM_SWITCH_PASSWORD", PASSWORD)
-        patch.delenv("ANSIBLE_PRIVATE_KEY_FILE", raising=False)
-        patch.setattr(rackform.fabric.context, "lab_credentials", lambda site: Credentials())
-        yield
-
-
-@pytest.fixture(scope="module")
-def created(props, credentials):
-    return SwitchConfigProvider().create(props)
-
-
-@pytest.fixture(scope="module")
-def updated(created, props, credentials):
-    return SwitchConfigProvider().update(created.id, created.outs, props)
-
-
-def test_create_pushes_the_configuration(created, emulator):
-    assert created.id == "lab/leaf-2" and created.outs["applied_changes"] > 0
-    assert "   interface ethernet 1/5 qos trust L3\n" in emulator.saved_config_path.read_text()
-
-
-def test_create_keeps_the_diff_it_showed(created):
-    assert "+ dcb priority-flow-control priority 3 enable" in created.outs["diff"].splitlines()
-
-
-def test_update_with_the_same_config_pushes_nothing(updated):
-    assert (updated.outs["applied_changes"], updated.outs["diff"]) == (0, "")
-
-
-def test_read_after_create_shows_no_drift(updated, props, credentials):
-    read = SwitchConfigProvider().read("lab/leaf-2", updated.outs)
-    assert SwitchConfigProvider().diff("lab/leaf-2", read.outs, props).changes is False
-
-
-def test_read_shows_drift_made_by_hand(updated, props, emulator, credentials):
-    from netmiko import ConnectHandler
-
-    hand = ConnectHandler(device_type="mellanox_mlnxos", host="127.0.0.1", port=emulator.port, username="root",
-                          password=PASSWORD)
-    try:
-        hand.enable()
-        hand.send_config_set(["dcb priority-flow-control priority 4 enable"])
-    finally:
-        hand.disconnect()
-    read = SwitchConfigProvider().read("lab/leaf-2", updated.outs)
-    assert "dcb priority-flow-control priority 4 enable" in read.outs["config"]["running-config"]
-    assert SwitchConfigProvider().diff("lab/leaf-2", read.outs, props).changes is True
+def test_read_keeps_the_stored_state_without_reaching_the_switch():
+    stored = SwitchConfigProvider().create(UNREACHABLE).outs
+    read = SwitchConfigProvider().read("lab/leaf-2", stored)
+    assert (read.id, read.outs) == ("lab/leaf-2", stored)
