@@ -1,0 +1,193 @@
+#!/usr/bin/python
+"""rackform_host_state: is this host already as a role would leave it? One read-only look.
+
+A role's tasks cost one module start each per host (on a re-run that changes nothing,
+that start is nearly all the time). A role first asks this module, in one round trip,
+whether every piece of state its tasks set is already there; when it is, the role
+skips its tasks for the host. Anything that differs, or cannot be read, answers
+"not converged" and the role runs as it always did, so a wrong answer here can only
+cost time, never skip a needed change. The module never changes anything.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import stat
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: rackform_host_state
+short_description: Compare a host with the state a role sets, without changing it
+description:
+  - Reads files, directories, kernel settings, values under /proc or /sys and systemd unit states;
+    returns C(converged) (all as wanted) and C(differences) (what is not, one line each).
+options:
+  files:
+    description: Files with their exact content and, where given, mode, owner and group.
+    type: list
+    elements: dict
+    default: []
+  directories:
+    description: Directories that must exist, with mode, owner and group where given.
+    type: list
+    elements: dict
+    default: []
+  paths_exist:
+    description: Paths that must exist.
+    type: list
+    elements: str
+    default: []
+  values:
+    description: Files (e.g. under /proc/sys or /sys/class/net) whose content, with whitespace runs
+      read as one space, must equal the value.
+    type: dict
+    default: {}
+  sysctl_files:
+    description: sysctl.d files (path -> key -> value) that must hold each key with that value.
+    type: dict
+    default: {}
+  units_enabled:
+    description: systemd units that `systemctl is-enabled` must call enabled.
+    type: list
+    elements: str
+    default: []
+  symlinks:
+    description: Symbolic links (path -> text the link target must end with).
+    type: dict
+    default: {}
+"""
+
+RETURN = r"""
+converged:
+  description: True when every item is as wanted.
+  type: bool
+differences:
+  description: One line per item that differs or could not be read.
+  type: list
+  elements: str
+"""
+
+
+def _words(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _owner_mode(path: str, spec: dict, found: os.stat_result) -> list[str]:
+    differences = []
+    if spec.get("mode") is not None and stat.S_IMODE(found.st_mode) != int(str(spec["mode"]), 8):
+        differences.append(f"{path}: mode {stat.S_IMODE(found.st_mode):04o}, want {spec['mode']}")
+    if spec.get("owner") is not None and pwd.getpwuid(found.st_uid).pw_name != spec["owner"]:
+        differences.append(f"{path}: owner differs, want {spec['owner']}")
+    if spec.get("group") is not None and grp.getgrgid(found.st_gid).gr_name != spec["group"]:
+        differences.append(f"{path}: group differs, want {spec['group']}")
+    return differences
+
+
+def _file(spec: dict) -> list[str]:
+    path = spec["path"]
+    try:
+        found = os.lstat(path)
+        if not stat.S_ISREG(found.st_mode):
+            return [f"{path}: not a regular file"]
+        with open(path, "rb") as handle:
+            if handle.read() != spec["content"].encode():
+                return [f"{path}: content differs"]
+    except (OSError, KeyError) as error:
+        return [f"{path}: {error}"]
+    return _owner_mode(path, spec, found)
+
+
+def _directory(spec: dict) -> list[str]:
+    path = spec["path"]
+    try:
+        found = os.stat(path)
+        if not stat.S_ISDIR(found.st_mode):
+            return [f"{path}: not a directory"]
+        return _owner_mode(path, spec, found)
+    except (OSError, KeyError) as error:
+        return [f"{path}: {error}"]
+
+
+def _value(path: str, wanted) -> list[str]:
+    try:
+        with open(path) as handle:
+            found = handle.read()
+    except OSError as error:
+        return [f"{path}: {error}"]
+    return [] if _words(found) == _words(wanted) else [f"{path}: {_words(found)!r}, want {_words(wanted)!r}"]
+
+
+def _sysctl_file(path: str, wanted: dict) -> list[str]:
+    """The keys as ansible.posix.sysctl reads them: `key = value` lines, # and ; comments."""
+    found = {}
+    try:
+        with open(path) as handle:
+            for line in handle:
+                line = line.strip()
+                if line and not line.startswith(("#", ";")) and "=" in line:
+                    key, value = line.split("=", 1)
+                    found[key.strip()] = _words(value)
+    except OSError as error:
+        return [f"{path}: {error}"]
+    return [f"{path}: {key} is {found.get(key)!r}, want {_words(value)!r}"
+            for key, value in wanted.items() if found.get(key) != _words(value)]
+
+
+def _unit_enabled(unit: str) -> list[str]:
+    try:
+        result = subprocess.run(["systemctl", "is-enabled", unit], capture_output=True, text=True, check=False)
+    except OSError as error:
+        return [f"{unit}: {error}"]
+    state = result.stdout.strip()
+    return [] if state == "enabled" else [f"{unit}: {state or result.stderr.strip()}, want enabled"]
+
+
+def _symlink(path: str, ending: str) -> list[str]:
+    try:
+        target = os.readlink(path)
+    except OSError as error:
+        return [f"{path}: {error}"]
+    return [] if target.endswith(ending) else [f"{path}: points to {target}, want ...{ending}"]
+
+
+def host_differences(params: dict) -> list[str]:
+    differences: list[str] = []
+    for spec in params["files"]:
+        differences += _file(spec)
+    for spec in params["directories"]:
+        differences += _directory(spec)
+    differences += [f"{path}: missing" for path in params["paths_exist"] if not os.path.exists(path)]
+    for path, wanted in params["values"].items():
+        differences += _value(path, wanted)
+    for path, wanted in params["sysctl_files"].items():
+        differences += _sysctl_file(path, wanted)
+    for unit in params["units_enabled"]:
+        differences += _unit_enabled(unit)
+    for path, ending in params["symlinks"].items():
+        differences += _symlink(path, ending)
+    return differences
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {"type": "list", "elements": "dict", "default": []},
+            "directories": {"type": "list", "elements": "dict", "default": []},
+            "paths_exist": {"type": "list", "elements": "str", "default": []},
+            "values": {"type": "dict", "default": {}},
+            "sysctl_files": {"type": "dict", "default": {}},
+            "units_enabled": {"type": "list", "elements": "str", "default": []},
+            "symlinks": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    differences = host_differences(module.params)
+    module.exit_json(changed=False, converged=not differences, differences=differences)
+
+
+if __name__ == "__main__":
+    main()
