@@ -177,7 +177,8 @@ def gpu_dashboard(namespace_name: str) -> Manifest:
     dashboard = {"title": "GPUs (DCGM)", "uid": "rackform-gpus", "schemaVersion": 39, "panels": panels}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _meta("gpu-dashboard", namespace_name, {DASHBOARD_LABEL: "1"}),
-            "data": {"gpus.json": json.dumps(dashboard, indent=2, sort_keys=True)}}
+            # One key a line (indent=0): the rendered YAML shows it as a block, not one 1,000-character line.
+            "data": {"gpus.json": json.dumps(dashboard, indent=0, sort_keys=True)}}
 
 
 # ------------------------------------------------------------------ Helm releases

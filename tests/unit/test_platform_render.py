@@ -134,3 +134,10 @@ def test_an_inventory_change_leaves_the_platform_digest_alone(lab_files_rendered
     changed["inventory/hosts.yml"] += b"# changed\n"
     assert stage_digest(changed, "platform") == stage_digest(lab_files_rendered, "platform")
     assert stage_digest(changed, "kubernetes") != stage_digest(lab_files_rendered, "kubernetes")
+
+
+def test_no_rendered_line_is_longer_than_ansible_lint_allows(lab_files_rendered):
+    """The project is linted as a whole (test_emitted_project.py, slow): yamllint's 160 characters."""
+    long_lines = [f"{path}:{number}" for path, content in lab_files_rendered.items() if path.startswith("platform/")
+                  for number, line in enumerate(content.decode().splitlines(), 1) if len(line) > 160]
+    assert long_lines == []
