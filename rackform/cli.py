@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     """Commands that live in their own modules: `add_arguments(parser)` and `run(args) -> int`."""
-    from rackform.commands import bmc, deploy, discover
+    from rackform.commands import bmc, deploy, discover, plan
     from rackform.commands import fabric as fabric_check
     from rackform.fabric import apply_cli as fabric_apply
     from rackform import secrets_cli
@@ -77,6 +77,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
         sub.set_defaults(func=module.run)
 
     add(commands, "deploy", deploy, deploy.HELP)
+    add(commands, "plan", plan, plan.HELP)
     add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
     add(commands, "new-site", new_site := __import__("rackform.commands.new_site", fromlist=["run"]), new_site.HELP)

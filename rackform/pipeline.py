@@ -10,7 +10,7 @@ dependencies all read it from `STAGES`. Running stages is one function,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +84,7 @@ def stage_digests(files: Mapping[str, bytes]) -> dict[str, str]:
             digests[stage.name] = stage_digest(dict(files), stage.name)
         except ValueError:
             continue
-    if VERIFY_STAGE in digests:
+    if VERIFY_STAGE in digests:  # after every stage it checks (STAGES order)
         chained = hashlib.sha256()
         for name, digest in digests.items():
             chained.update(f"{name}\0{digest}\0".encode())
@@ -92,5 +92,29 @@ def stage_digests(files: Mapping[str, bytes]) -> dict[str, str]:
     return digests
 
 
+def stage_inputs(files: Mapping[str, bytes], stages: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+    """Stage -> {path: short sha256 of what the stage reads of it} (`rackform.render.digest.stage_contents`):
+    recorded with the digest, so `rackform plan` can name the files that changed since a stage was applied."""
+    from rackform.render.digest import stage_contents
+
+    inputs: dict[str, dict[str, str]] = {}
+    for stage in STAGES:
+        if stages is not None and stage.name not in stages:
+            continue
+        if stage.playbook is not None and stage.playbook not in files:
+            continue
+        try:
+            contents = stage_contents(dict(files), stage.name)
+        except ValueError:
+            continue
+        inputs[stage.name] = {path: hashlib.sha256(content).hexdigest()[:INPUT_HASH_CHARS]
+                              for path, content in contents.items()}
+    return inputs
+
+
+INPUT_HASH_CHARS = 16
+"""64 bits of sha256 per file: enough to tell versions of one file apart, short in state files."""
+
+
 __all__ = ["STAGES", "STAGE_NAMES", "Stage", "DesignRejected", "load_and_check", "build_dir", "stage_digests",
-           "BadInput", "SourceError"]
+           "stage_inputs", "BadInput", "SourceError"]

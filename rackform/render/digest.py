@@ -7,11 +7,20 @@ inventory/hosts.yml, the group_vars of every group its target machines belong
 to, the host_vars of those machines and, for `fabric`, every switch config.
 Changing a switch-only value therefore changes the fabric digest alone. The
 `platform` stage runs no playbook: its digest covers what it applies, platform/**.
+
+Inventory variable files count by the variables the stage can read: only the keys
+whose names appear in the stage's playbook and roles (or in the values of keys it
+reads), plus Ansible's own `ansible_*` connection variables. A fabric MTU in
+group_vars/servers/fabric.yml therefore changes the stages whose roles use that
+variable, not every stage that targets servers; a user's variable that no role
+reads changes no stage. A variable file none of whose keys the stage reads is not
+one of its inputs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from functools import lru_cache
 
@@ -134,11 +143,68 @@ def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
     return sorted(path for path in files if wanted(path))
 
 
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_VAR_DIRS = (("inventory", "group_vars"), ("inventory", "host_vars"))
+_CLOSURE_ROUNDS = 3
+"""Rounds of adding the names used inside read values (a: "{{ b }}" makes b read too)."""
+
+
+@lru_cache(maxsize=4096)
+def _words(content: bytes) -> frozenset[str]:
+    return frozenset(word.decode() for word in _WORD.findall(content))
+
+
+@lru_cache(maxsize=65536)
+def _variables(content: bytes) -> dict | None:
+    """A variable file's top-level mapping (None when it is not one: then it counts whole)."""
+    try:
+        data = yaml.load(content, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _is_var_file(path: str) -> bool:
+    return tuple(path.split("/")[:2]) in _VAR_DIRS
+
+
+def stage_contents(files: dict[str, bytes], stage: str) -> dict[str, bytes]:
+    """Path -> what of it the stage reads: whole files, and for inventory variable files
+    the variables the stage's code names (see the module doc); files it reads nothing of are left out."""
+    paths = stage_files(files, stage)
+    code = [path for path in paths if not _is_var_file(path)]
+    if stage in _DIRECTORY_STAGES:
+        return {path: files[path] for path in paths}
+    names: set[str] = set().union(*(_words(files[path]) for path in code if path.endswith((".yml", ".yaml", ".j2", ".py", ".cfg"))))
+    variables = {path: _variables(files[path]) for path in paths if _is_var_file(path)}
+    for _ in range(_CLOSURE_ROUNDS):
+        more = set()
+        for data in variables.values():
+            for key, value in (data or {}).items():
+                if _reads(key, names) and isinstance(value, (str, list, dict)):
+                    more |= _words(json.dumps(value, default=str).encode())
+        if more <= names:
+            break
+        names |= more
+    contents = {path: files[path] for path in code}
+    for path, data in variables.items():
+        if data is None:
+            contents[path] = files[path]
+            continue
+        read = {key: value for key, value in data.items() if _reads(key, names)}
+        if read:
+            contents[path] = json.dumps(read, sort_keys=True, default=str).encode()
+    return dict(sorted(contents.items()))
+
+
+def _reads(key, names: set[str]) -> bool:
+    return isinstance(key, str) and (key in names or key.startswith("ansible_"))
+
+
 def stage_digest(files: dict[str, bytes], stage: str) -> str:
-    """sha256 (hex) over the names and contents of the files `stage` depends on."""
+    """sha256 (hex) over the names and the read contents (`stage_contents`) of the files `stage` depends on."""
     digest = hashlib.sha256()
-    for path in stage_files(files, stage):
-        content = files[path]
+    for path, content in stage_contents(files, stage).items():
         digest.update(f"{path}\0{len(content)}\0".encode())
         digest.update(content)
     return digest.hexdigest()

@@ -3,7 +3,8 @@
     state/<site>.json        in the site's repo, meant to be committed:
       {"site": "lab", "stages": {"os": {"digest": "…", "complete": true, "applied_at": "…",
                                         "by": "user@host", "via": "cli", "hosts": 8,
-                                        "changed": 3, "failed_hosts": []}, …}}
+                                        "changed": 3, "failed_hosts": [],
+                                        "files": {"os.yml": "<16 hex>", …}}, …}}
 
 The stage runner (`rackform.run.stages.run_stages`) records a stage here when it ran
 it for real (not in check mode), whichever front door called it: the CLI's `deploy`
@@ -48,6 +49,8 @@ class AppliedStage:
     hosts: int = 0
     changed: int = 0
     failed_hosts: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    """Path -> short sha256 of each rendered file the stage read (names what changed since)."""
 
 
 def state_dir(root: Path) -> Path:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.checks import Finding
-from rackform.pipeline import build_dir, load_and_check, stage_digests
+from rackform.pipeline import build_dir, load_and_check, stage_digests, stage_inputs
 from rackform.render.writer import WriteResult
 from rackform.run import applied
 from rackform.run.ansible import RunResult, TaskFailure
@@ -88,7 +88,7 @@ def run_stages(
         rendered = write_project(files, project_dir)
         if say is not None:
             say(_render_line(site.name, project_dir, rendered))
-        steps = plan_steps(stages, check=check, unavailable=_unavailable(stages, project_dir))
+        steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir))
         wanted = {step.name for step in steps if step.not_run is None}
         env = stage_environment(site, wanted, private_key=private_key, given=envvars, say=say)
         report = deploy(
@@ -98,8 +98,8 @@ def run_stages(
         )
         digests = {name: digest for name, digest in stage_digests(files).items()
                    if any(run.step.name == name and run.result is not None for run in report.runs)}
-        recorded = {} if check else _record(root, site.name, report, digests, limit=limit, via=via,
-                                            left_out=left_out)
+        recorded = {} if check else _record(root, site.name, report, digests, stage_inputs(files, list(digests)),
+                                            limit=limit, via=via, left_out=left_out)
     return SiteRun(site.name, report, rendered, project_dir, warnings, digests, recorded)
 
 
@@ -108,7 +108,7 @@ def _render_line(site: str, project_dir: Path, rendered: WriteResult) -> str:
             f"{len(rendered.removed)} removed)")
 
 
-def _unavailable(stages: Sequence[str] | None, project_dir: Path) -> dict[str, str]:
+def unavailable_stages(stages: Sequence[str] | None, project_dir: Path) -> dict[str, str]:
     """Stage -> why it cannot run from here (only the platform stage can be unavailable)."""
     if stages is not None and PLATFORM_STAGE not in stages:
         return {}
@@ -144,8 +144,9 @@ def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[st
     return {PLATFORM_STAGE: apply}
 
 
-def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, str], *, limit: str | None,
-            via: str, left_out: Collection[str]) -> dict[str, applied.AppliedStage]:
+def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, str],
+            inputs: Mapping[str, dict[str, str]], *, limit: str | None, via: str,
+            left_out: Collection[str]) -> dict[str, applied.AppliedStage]:
     """Record every stage that ran to its end (not cut, not broken) with what it did."""
     recorded = {}
     for run in report.runs:
@@ -155,7 +156,7 @@ def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, s
         entry = applied.AppliedStage(
             digest=digests[run.step.name], complete=limit is None and not failed and not left_out,
             applied_at=applied.now(), by=applied.who(), via=via, hosts=len(run.result.hosts),
-            changed=run.result.changed, failed_hosts=failed,
+            changed=run.result.changed, failed_hosts=failed, files=dict(inputs.get(run.step.name, {})),
         )
         applied.record(root, site, run.step.name, entry)
         recorded[run.step.name] = entry
