@@ -227,3 +227,12 @@ def test_without_show_origin_validate_prints_no_settings(lab_files, capsys):
     main(["validate", "lab", "--root", str(lab_files.root)])
 
     assert "fabric.switch.mtu" not in capsys.readouterr().out
+
+
+def test_a_site_drops_an_inherited_kubernetes_section_with_null(lab_files):
+    text = lab_files.read(LAB)
+    lab_files.write(LAB, text[: text.index("kubernetes:")] + "kubernetes: null\n")
+
+    site = lab_files.load()
+
+    assert site.kubernetes is None and site.kubernetes_loc is None
