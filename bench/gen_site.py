@@ -240,12 +240,10 @@ def site_yaml(plan: Plan, nodes: int) -> str:
         f"  - {{name: mgmt, purpose: management, prefix: {MANAGEMENT_PREFIX}, gateway: 10.0.0.1}}",
         f"  - {{name: oob, purpose: oob, prefix: {OOB_PREFIX}}}",
         f"  - {{name: compute, purpose: compute_fabric, prefix: {FABRIC_PREFIX}}}",
-        "fabric:",
-        "  no_single_point_of_failure: true",
+        "extends: [roce, kubernetes]  # the fleet's shared settings, as the shipped sites use them",
         "cabling:",
         *(f"  - {{a: {a}, b: {b}}}" for a, b in plan.cables),
         "kubernetes:",
-        '  version: "1.31.4"',
         f"  control_plane: [{', '.join(control_plane)}]",
         "  api_vip: 10.0.0.5",
     ]
@@ -297,6 +295,9 @@ def write_site(root: Path, nodes: int) -> Path:
     shutil.rmtree(blocks, ignore_errors=True)
     shutil.copytree(REPO_ROOT / "topologies" / "blocks", blocks)
     shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
+    shutil.copy(REPO_ROOT / "topologies" / "defaults.yaml", root / "topologies" / "defaults.yaml")
+    shutil.rmtree(root / "topologies" / "profiles", ignore_errors=True)
+    shutil.copytree(REPO_ROOT / "topologies" / "profiles", root / "topologies" / "profiles")
     plan = plan_site(nodes, catalog_rack_units(blocks))
     (root / "topologies" / "sites").mkdir(parents=True, exist_ok=True)
     (root / "topologies" / "sites" / f"{SITE_NAME}.yaml").write_text(site_yaml(plan, nodes))
