@@ -406,9 +406,10 @@ def test_playbooks_use_only_roles_the_project_has(files, playbook):
     assert {role for role in roles if f"roles/{role}/tasks/main.yml" not in files} == set()
 
 
-def test_no_play_targets_onyx_switches(files):
-    targets = {play["hosts"] for stage in STAGES if stage.playbook for play in load(files, stage.playbook)}
-    assert "onyx" not in targets and "switches" not in targets and "all" not in targets
+def test_only_the_fabric_stage_targets_onyx_switches(files):
+    targets = {stage.playbook: {play["hosts"] for play in load(files, stage.playbook)} for stage in STAGES if stage.playbook}
+    assert [playbook for playbook, hosts in targets.items() if "onyx" in hosts] == ["fabric.yml"]
+    assert not any({"switches", "all"} & hosts for hosts in targets.values())
 
 
 ROLES = ["validate_inventory", "bmc_reachable", "base_os", "switch_baseline", "k8s_prereqs", "verify_baseline"]
