@@ -239,11 +239,33 @@ class Kubernetes(Strict):
     cni: Literal["calico", "cilium", "flannel"] = "calico"
 
 
+class BmcException(Strict):
+    """A BMC model whose firmware keeps a weak login open whatever is set (docs/ipmi.md)."""
+
+    model: str = Field(min_length=1)
+    """What the model is, for people: e.g. `OpenIPMI ipmi_sim`."""
+    manufacturer_id: int = Field(ge=0, le=0xFFFFF)
+    """Get Device ID's manufacturer (IANA enterprise number), as `ipmitool mc info` shows it."""
+    product_id: int | None = Field(default=None, ge=0, le=0xFFFF)
+    """Get Device ID's product id; left out: every product of that manufacturer."""
+    allow: list[Literal["cipher_suite_0", "ipmi_1.5"]] = Field(min_length=1)
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    """Why the site accepts it (the firmware ignores the setting, a ticket number ...)."""
+
+    @property
+    def as_role_var(self) -> dict:
+        return {"manufacturer_id": self.manufacturer_id, "product_id": self.product_id, "allow": list(self.allow),
+                "reason": self.reason}
+
+
 class Provisioning(Strict):
     max_fail_percentage: int = Field(default=25, ge=0, le=100)
     """The provision stage goes on while at most this share (percent) of the servers has failed,
     each failed server failing alone; beyond it the whole stage stops: then something is wrong
     with the site (the OOB network, a factory password), not with one BMC."""
+    bmc_exceptions: list[BmcException] = []
+    """BMC models accepted with cipher suite 0 or IPMI 1.5 still open: `rackform bmc status` reports
+    them without failing and the provision stage's hardening does not fail them."""
 
 
 class SiteFile(Strict):

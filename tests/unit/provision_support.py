@@ -14,7 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "bmc_ipmi"
-MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_session", "rackform_ipmi_users", "rackform_ipmi_chassis")
+MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_session", "rackform_ipmi_users",
+                "rackform_ipmi_chassis")
 FAKE_BMC_SCRIPT = REPO / "tests" / "lab" / "provision_fake_bmc.py"
 
 
@@ -71,6 +72,18 @@ class FakeBmc:
     """Chassis status reads that still show the old state after a power change."""
     lagging_reads: int = 0
     refuse_password_change: bool = False
+    cipher_entries: tuple[int, ...] = (0, 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17)
+    """LAN parameter 23: the suite id of each entry."""
+    cipher_levels: list[int] = field(default_factory=lambda: [4] * 16)
+    """LAN parameter 24: the maximum privilege of each entry (4 = administrator, 0 = none)."""
+    honours_cipher_levels: bool = True
+    """False: stores parameter 24 and lets suite 0 in anyway (ipmi_sim)."""
+    device_model: tuple[int, int] = (0x001291, 0x1234)
+
+    def suite0_gets_in(self) -> bool:
+        if 0 not in self.cipher_entries:
+            return False
+        return not self.honours_cipher_levels or self.cipher_levels[self.cipher_entries.index(0)] != 0
 
     @classmethod
     def factory(cls, **kwargs) -> FakeBmc:
@@ -121,6 +134,24 @@ class FakeIpmi:
             access = slot.privilege | (0x10 if slot.ipmi_messaging else 0)
             count = sum(1 for s in bmc.users.values() if s.enabled)
             return {"data": bytearray([bmc.max_users, enabled_bits << 6 | count, 0, access])}
+        if (netfn, command) == (0x0C, 0x02):  # Get LAN Configuration Parameters
+            parameter = data[1]
+            if parameter == 22:
+                return {"data": bytearray([0x11, len(bmc.cipher_entries)])}
+            if parameter == 23:
+                return {"data": bytearray([0x11, 0, *bmc.cipher_entries])}
+            if parameter == 24:
+                levels = bmc.cipher_levels
+                return {"data": bytearray([0x11, 0, *(levels[i] | levels[i + 1] << 4 for i in range(0, 16, 2))])}
+            return {"error": "parameter not supported", "code": 0x80}
+        if (netfn, command) == (0x0C, 0x01) and data[1] == 24:  # Set LAN Configuration Parameters
+            bmc.writes.append("cipher suite privileges")
+            bmc.cipher_levels = [nibble for byte in data[3:11] for nibble in (byte & 0x0F, byte >> 4)]
+            return {"data": bytearray()}
+        if (netfn, command) == (0x06, 0x01):  # Get Device ID
+            manufacturer, product = bmc.device_model
+            return {"data": bytearray([0x20, 1, 1, 0, 2, 0x9F, *manufacturer.to_bytes(3, "little"),
+                                       *product.to_bytes(2, "little")])}
         if (netfn, command) == (0x00, 0x01):  # Get Chassis Status
             if bmc.lagging_reads > 0:
                 bmc.lagging_reads -= 1

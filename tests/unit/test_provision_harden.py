@@ -34,7 +34,7 @@ def params(**overrides) -> dict:
         "admin_user_id": 3, "min_password_bytes": 16, "cipher_suites": [17, 3], "power": None,
         "power_timeout_s": 5.0, "boot_device": None, "boot_persistent": False, "boot_uefi": False,
         "answer_timeout_s": 0.1, "answer_attempts": 1, "retries": 0, "auth_retries": 0, "backoff_s": 0.0,
-        "max_backoff_s": 0.0, "lock_dir": None, "lock_timeout_s": 1.0,
+        "max_backoff_s": 0.0, "lock_dir": None, "lock_timeout_s": 1.0, "exceptions": [],
     }
     values.update(overrides)
     return values
@@ -48,6 +48,7 @@ def run_on(monkeypatch):
         offered = capabilities or wire.Capabilities(True, True, (0, 1, 2, 3))
         monkeypatch.setattr(module, "probe", lambda *args: offered)
         monkeypatch.setattr(module, "login", fake_login(bmc, session, logins))
+        monkeypatch.setattr(module, "suite0_gets_in", lambda *args: bmc.suite0_gets_in())
         harden_run = module.Run(StubModule(**params(**overrides)))
         harden_run.attempt()
         return harden_run
@@ -270,6 +271,7 @@ def check_run_on(monkeypatch):
     def run(bmc: FakeBmc, **overrides):
         monkeypatch.setattr(module, "probe", lambda *args: wire.Capabilities(True, True, (3,)))
         monkeypatch.setattr(module, "login", fake_login(bmc, session))
+        monkeypatch.setattr(module, "suite0_gets_in", lambda *args: bmc.suite0_gets_in())
         stub = StubModule(**params(**overrides))
         stub.check_mode = True
         checked = module.Run(stub)
@@ -282,7 +284,7 @@ def check_run_on(monkeypatch):
 def test_check_mode_lists_the_hardening_and_writes_nothing(check_run_on):
     bmc = FakeBmc.factory()
     result = check_run_on(bmc)
-    assert (bmc.writes, result.changed, len(result.result["changes"])) == ([], True, 3)
+    assert (bmc.writes, result.changed, len(result.result["changes"])) == ([], True, 4)
 
 
 def test_check_mode_on_a_hardened_bmc_reports_no_change(run_on, check_run_on):
@@ -294,3 +296,98 @@ def test_check_mode_power_says_what_it_would_send(check_run_on, run_on):
     bmc = hardened(run_on)
     result = check_run_on(bmc, action="power", power="on", boot_device="pxe")
     assert (bmc.writes, result.result["power_action"], result.changed) == ([], "on", True)
+
+
+# --- cipher suite 0 closed (LAN configuration parameter 24) --------------------------------------
+
+ciphers = MODULES["rackform_ipmi_ciphers"]
+SIM_MODEL = (0x001291, 0x1234)
+
+
+def test_first_contact_allows_only_suites_17_and_3_at_administrator(run_on):
+    bmc = FakeBmc.factory()
+    result = run_on(bmc)
+    allowed = {suite: level for suite, level in zip(bmc.cipher_entries, bmc.cipher_levels) if level}
+    assert (allowed, result.result["suite0_open"]) == ({3: 4, 17: 4}, False)
+    assert "cipher suite privileges" in bmc.writes
+    assert any(change.startswith("closed cipher suites other than 17 and 3") for change in result.result["changes"])
+
+
+def test_a_hardened_bmc_keeps_its_cipher_levels_and_nothing_is_written(run_on):
+    bmc = hardened(run_on)
+    result = run_on(bmc)
+    assert (bmc.writes, result.changed, result.result["suite0_open"]) == ([], False, False)
+
+
+def test_the_levels_follow_the_entries_of_parameter_23_not_suite_numbers(run_on):
+    bmc = FakeBmc.factory(cipher_entries=tuple(range(1, 16)))  # what ipmi_sim lists
+    run_on(bmc, exceptions=[{"manufacturer_id": SIM_MODEL[0], "allow": ["cipher_suite_0"], "reason": "sim"}])
+    assert bmc.cipher_levels == [0, 0, 4] + [0] * 13  # the third entry is suite 3
+
+
+def test_a_bmc_that_stores_the_levels_without_honouring_them_fails(run_on):
+    bmc = FakeBmc.factory(honours_cipher_levels=False)
+    with pytest.raises(users.HardenError, match=r"cipher suite 0 still lets anyone in .*manufacturer id 4753, "
+                                                r"product id 4660\).*provisioning.bmc_exceptions"):
+        run_on(bmc)
+
+
+def test_a_site_exception_for_the_model_reports_the_open_suite_instead(run_on):
+    bmc = FakeBmc.factory(honours_cipher_levels=False)
+    exception = {"manufacturer_id": SIM_MODEL[0], "product_id": SIM_MODEL[1], "allow": ["cipher_suite_0"],
+                 "reason": "a simulator"}
+    result = run_on(bmc, exceptions=[exception])
+    assert (result.facts["suite0_open"], result.facts["suite0_exception"]) == (True, "a simulator")
+
+
+@pytest.mark.parametrize("exception", [
+    {"manufacturer_id": SIM_MODEL[0], "product_id": 1, "allow": ["cipher_suite_0"], "reason": "another product"},
+    {"manufacturer_id": 343, "allow": ["cipher_suite_0"], "reason": "another manufacturer"},
+    {"manufacturer_id": SIM_MODEL[0], "allow": ["ipmi_1.5"], "reason": "another opening"},
+])
+def test_an_exception_for_another_model_or_opening_does_not_apply(run_on, exception):
+    with pytest.raises(users.HardenError, match="still lets anyone in"):
+        run_on(FakeBmc.factory(honours_cipher_levels=False), exceptions=[exception])
+
+
+def test_a_bmc_that_does_not_keep_the_levels_fails_with_what_it_reads_back(run_on, monkeypatch):
+    bmc = FakeBmc.factory()
+    from provision_support import FakeIpmi
+
+    answer = FakeIpmi.raw_command
+
+    def forgetful(self, netfn, command, data=()):
+        if (netfn, command) == (0x0C, 0x01):
+            return {"data": bytearray()}  # acknowledged, never stored
+        return answer(self, netfn, command, data)
+
+    monkeypatch.setattr(FakeIpmi, "raw_command", forgetful)
+    with pytest.raises(ciphers.CipherSettingError, match="reads back 004444444444444444, not 000040000000400000"):
+        run_on(bmc)
+
+
+def test_a_bmc_without_parameter_24_is_judged_by_the_suite_0_login(run_on, monkeypatch):
+    from provision_support import FakeIpmi
+
+    answer = FakeIpmi.raw_command
+
+    def no_parameter_24(self, netfn, command, data=()):
+        if (netfn, command) == (0x0C, 0x02) and data[1] == 24:
+            return {"error": "parameter not supported", "code": 0x80}
+        return answer(self, netfn, command, data)
+
+    monkeypatch.setattr(FakeIpmi, "raw_command", no_parameter_24)
+    bmc = FakeBmc.factory(cipher_entries=(3, 17))  # offers no suite 0 at all
+    assert run_on(bmc).result["suite0_open"] is False
+
+
+def test_check_mode_says_it_would_close_suite_0_and_does_not_try_it(check_run_on):
+    bmc = FakeBmc.factory(honours_cipher_levels=False)
+    result = check_run_on(bmc)
+    assert any(change.startswith("would close cipher suites") for change in result.result["changes"])
+    assert "suite0_open" not in result.result
+
+
+@pytest.mark.parametrize("levels", [[4] * 16, [0, 0, 4] + [0] * 13, list(range(16))])
+def test_levels_encode_and_decode_as_parameter_24(levels):
+    assert ciphers.decode_levels(ciphers.encode_levels(levels)) == levels

@@ -55,7 +55,7 @@ def test_server_play_has_a_max_fail_percentage(server_play):
 
 
 def test_the_sites_max_fail_percentage_is_the_plays(lab_files):
-    lab_files.edit_site("kubernetes:", "provisioning:\n  max_fail_percentage: 10\nkubernetes:")
+    lab_files.edit_site("provisioning:\n", "provisioning:\n  max_fail_percentage: 10\n")
     rendered = render_files(load_site("lab", lab_files.root))
     play = load(rendered, "provision.yml")[1]
     assert play["max_fail_percentage"] == "{{ provision_max_fail_percentage | default(10) }}"

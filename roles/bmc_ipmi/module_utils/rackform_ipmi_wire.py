@@ -17,7 +17,9 @@ pre-login rules are written once.
 
 from __future__ import absolute_import, division, print_function
 
+import os
 import socket
+import struct
 import time
 
 IPMI_PORT = 623
@@ -40,6 +42,8 @@ START_OF_OEM_RECORD = 0xC1
 # Suite 0 has no authentication at all (any password works), 1 and 2 send commands
 # in clear text; nothing else is accepted.
 ACCEPTED_CIPHER_SUITES = (17, 3)
+
+IPMI15_AUTH_TYPE_BITS = 0x37  # none, MD2, MD5, straight password, OEM (table 22-15, byte 2)
 
 IPMI15_ONLY_COMPLETION_CODE = 0xCC
 """Some IPMI 1.5 BMCs answer the request for IPMI 2.0 data with "invalid data field"."""
@@ -122,9 +126,11 @@ class Capabilities(object):
 class AuthCapabilities(object):
     """Get Channel Authentication Capabilities, decoded (IPMI 2.0 table 22-15)."""
 
-    __slots__ = ("channel", "ipmi20", "ipmi15", "anonymous_login", "null_user_names")
+    __slots__ = ("channel", "ipmi20", "ipmi15", "anonymous_login", "null_user_names", "ipmi15_auth_types")
 
-    def __init__(self, channel, ipmi20, ipmi15, anonymous_login, null_user_names):
+    def __init__(self, channel, ipmi20, ipmi15, anonymous_login, null_user_names, ipmi15_auth_types=0):
+        self.ipmi15_auth_types = ipmi15_auth_types
+        """IPMI 1.5 authentication types enabled at the asked privilege (bits: none, MD2, MD5, -, password, OEM)."""
         self.channel = channel
         self.ipmi20 = ipmi20
         """The channel takes IPMI 2.0 (RMCP+, lanplus) sessions."""
@@ -133,6 +139,11 @@ class AuthCapabilities(object):
         """Logins with a null user name and an empty password are on."""
         self.null_user_names = null_user_names
         """Users with a null name (the null user, id 1) are enabled."""
+
+    @property
+    def ipmi15_open(self):
+        """IPMI 1.5 sessions (MD2, MD5, a plain-text password or none at all) are open at this privilege."""
+        return self.ipmi15 and bool(self.ipmi15_auth_types & IPMI15_AUTH_TYPE_BITS)
 
 
 def parse_auth_capabilities(data):
@@ -145,7 +156,8 @@ def parse_auth_capabilities(data):
                             ipmi20=extended and bool(data[3] & 0x02),
                             ipmi15=(not extended) or bool(data[3] & 0x01),
                             anonymous_login=bool(data[2] & 0x01),
-                            null_user_names=bool(data[2] & 0x02))
+                            null_user_names=bool(data[2] & 0x02),
+                            ipmi15_auth_types=data[1] & IPMI15_AUTH_TYPE_BITS)
 
 
 def parse_cipher_suite_records(records):
@@ -269,3 +281,107 @@ def refusal(capabilities, accepted=ACCEPTED_CIPHER_SUITES):
 
 def _suite_list(suites):
     return ", ".join(str(suite) for suite in suites) if suites else "none"
+
+
+# --- does cipher suite 0 still let anyone in? ----------------------------------------------------
+
+AUTH_TYPE_RMCP_PLUS = 0x06
+PAYLOAD_OPEN_SESSION_REQUEST, PAYLOAD_OPEN_SESSION_RESPONSE = 0x10, 0x11
+PAYLOAD_RAKP1, PAYLOAD_RAKP2, PAYLOAD_RAKP3, PAYLOAD_RAKP4 = 0x12, 0x13, 0x14, 0x15
+CMD_GET_DEVICE_ID = 0x01
+CMD_CLOSE_SESSION = 0x3C
+ROLE_ADMINISTRATOR_BY_NAME = 0x10 | PRIVILEGE_ADMINISTRATOR  # RAKP1: name-only lookup, administrator
+
+
+def plain_rmcp_plus(payload_type, payload, session_id=0, sequence=0):
+    """An IPMI 2.0 packet without integrity or confidentiality (session setup; suite 0 sessions)."""
+    return (RMCP_HEADER + bytes([AUTH_TYPE_RMCP_PLUS, payload_type])
+            + struct.pack("<IIH", session_id, sequence, len(payload)) + payload)
+
+
+def _plain_payload(datagram, payload_type):
+    """The payload of an unprotected IPMI 2.0 packet of `payload_type`, else None."""
+    if len(datagram) < 16 or datagram[:4] != RMCP_HEADER or datagram[4] != AUTH_TYPE_RMCP_PLUS:
+        return None
+    if datagram[5] != payload_type:  # a set encrypted/authenticated bit is not a suite 0 packet either
+        return None
+    length = struct.unpack_from("<H", datagram, 14)[0]
+    payload = datagram[16:16 + length]
+    return payload if len(payload) == length else None
+
+
+def suite0_gets_in(address, user, port=IPMI_PORT, timeout_s=1.0, attempts=3):
+    """True when a cipher suite 0 session (no authentication) as `user` with a password nobody
+    holds gets an answer to a command: what `ipmitool -I lanplus -C 0` with any password does.
+
+    Sends no password and no hash (suite 0 has none to send). Refused at Open Session or at
+    RAKP is False. Raises BmcSilent when nothing answers Open Session at all.
+    """
+    name = user.encode("utf-8") if not isinstance(user, bytes) else user
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        try:
+            sock.connect((address, port))
+        except (OSError, socket.gaierror) as error:
+            raise BmcSilent("%s:%d: %s" % (address, port, error))
+        console = struct.unpack("<I", os.urandom(4))[0] | 1
+
+        def none_algorithm(kind):
+            return bytes([kind, 0, 0, 8, 0, 0, 0, 0])
+
+        request = (bytes([1, 0, 0, 0]) + struct.pack("<I", console)  # 0: the highest privilege there is
+                   + none_algorithm(0) + none_algorithm(1) + none_algorithm(2))
+        opened = _ask_plain(sock, plain_rmcp_plus(PAYLOAD_OPEN_SESSION_REQUEST, request),
+                            PAYLOAD_OPEN_SESSION_RESPONSE, timeout_s, attempts, address, port)
+        if opened is None:
+            raise BmcSilent("no answer from %s:%d to a cipher suite 0 Open Session" % (address, port))
+        if len(opened) < 36 or opened[1] != 0 or (opened[16], opened[24], opened[32]) != (0, 0, 0):
+            return False  # refused, or "accepted" with other algorithms
+        bmc_session = struct.unpack_from("<I", opened, 8)[0]
+        rakp1 = (bytes([2, 0, 0, 0]) + struct.pack("<I", bmc_session) + os.urandom(16)
+                 + bytes([ROLE_ADMINISTRATOR_BY_NAME, 0, 0, len(name)]) + name)
+        rakp2 = _ask_plain(sock, plain_rmcp_plus(PAYLOAD_RAKP1, rakp1), PAYLOAD_RAKP2, timeout_s, 1, address, port)
+        if rakp2 is None or len(rakp2) < 2 or rakp2[1] != 0:
+            return False
+        rakp3 = bytes([3, 0, 0, 0]) + struct.pack("<I", bmc_session)  # RAKP-none: no authentication code
+        rakp4 = _ask_plain(sock, plain_rmcp_plus(PAYLOAD_RAKP3, rakp3), PAYLOAD_RAKP4, timeout_s, 1, address, port)
+        if rakp4 is None or len(rakp4) < 2 or rakp4[1] != 0:
+            return False
+        command = request_message(NETFN_APP, CMD_GET_DEVICE_ID, 1)
+        answer = _ask_plain(sock, plain_rmcp_plus(PAYLOAD_IPMI, command, bmc_session, 1), PAYLOAD_IPMI,
+                            timeout_s, attempts, address, port)
+        response = parse_response_message(answer) if answer is not None else None
+        close = request_message(NETFN_APP, CMD_CLOSE_SESSION, 2, struct.pack("<I", bmc_session))
+        try:
+            sock.send(plain_rmcp_plus(PAYLOAD_IPMI, close, bmc_session, 2))
+        except OSError:
+            pass
+        return response is not None and response[3] == 0
+    finally:
+        sock.close()
+
+
+def _ask_plain(sock, datagram, payload_type, timeout_s, attempts, address, port):
+    """Send `datagram` up to `attempts` times; the first answer of `payload_type`, or None."""
+    for _ in range(attempts):
+        try:
+            sock.send(datagram)
+        except OSError as error:
+            raise BmcSilent("%s:%d: %s" % (address, port, error.strerror or error))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            sock.settimeout(remaining)
+            try:
+                answer = sock.recv(1024)
+            except socket.timeout:
+                break
+            except OSError as error:
+                raise BmcSilent("%s:%d: %s (nothing answers IPMI there)" % (address, port, error.strerror or error))
+            payload = _plain_payload(answer, payload_type)
+            if payload is not None:
+                return payload
+    return None
