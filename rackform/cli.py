@@ -36,12 +36,6 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--root", type=Path, default=Path("."), help="repository root holding topologies/ and inventories/ (default: .)")
         return sub
 
-    validate = add("validate", "Load a site and run every preflight check; touch nothing.")
-    validate.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    validate.add_argument("--show-origin", action="store_true",
-                          help="print every effective setting with the file:line that set it (site, profile, defaults)")
-    validate.set_defaults(func=cmd_validate)
-
     render = add("render", "Check a site and write its standalone Ansible project to build/SITE/.")
     render.add_argument("--out", type=Path, help="output folder (default: ROOT/build/SITE)")
     render.set_defaults(func=cmd_render)
@@ -66,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     """Commands that live in their own modules: `add_arguments(parser)` and `run(args) -> int`."""
-    from rackform.commands import bmc, deploy, discover, plan
+    from rackform.commands import bmc, deploy, discover, plan, rollout, validate
     from rackform.commands import fabric as fabric_check
     from rackform.fabric import apply_cli as fabric_apply
     from rackform import secrets_cli
@@ -76,8 +70,10 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
         module.add_arguments(sub)
         sub.set_defaults(func=module.run)
 
+    add(commands, "validate", validate, validate.HELP)
     add(commands, "deploy", deploy, deploy.HELP)
     add(commands, "plan", plan, plan.HELP)
+    add(commands, "rollout", rollout, rollout.HELP)
     add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
     add(commands, "new-site", new_site := __import__("rackform.commands.new_site", fromlist=["run"]), new_site.HELP)
@@ -201,30 +197,6 @@ def _print_warnings(warnings: list[Finding]) -> None:
 
 
 # ---------------------------------------------------------------- commands
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    site, warnings = load_and_check(args.site, args.root)
-    summary = _summary(site)
-    if args.json:
-        print(json.dumps(_findings_json(site.name, [], warnings, summary), indent=2))
-        return EXIT_OK
-    _print_warnings(warnings)
-    if args.show_origin:
-        from rackform.model.layers import origin_lines
-
-        print("\n".join(origin_lines(site)))
-    print(
-        f"{site.name}: {summary['hosts']} hosts ({summary['gpus']} GPUs), {summary['switches']} switches, "
-        f"{summary['cables']} cables, {len(site.racks)} rack(s)"
-    )
-    for rack in summary["racks"]:
-        print(
-            f"  rack {rack['rack']}: {rack['used_u']}/{rack['height_u']} U, "
-            f"{rack['power_w'] / 1000:.1f}/{rack['power_budget_w'] / 1000:.1f} kW ({rack['power_pct']:.0f} %, {site.power_basis})"
-        )
-    print(f"{site.name}: valid, {len(warnings)} warning(s)")
-    return EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -95,18 +95,28 @@ def parse_endpoints(values: list[str]) -> dict[str, tuple[str, int]]:
 def _check(site: Site, args: argparse.Namespace, endpoints: dict[str, tuple[str, int]]) -> FabricReport:
     if args.design_only:
         return check_fabric(site)
-    user = args.user or site.group_vars.ansible_user
+    return live_fabric_report(site, user=args.user, private_key=args.private_key, live=args.live,
+                              endpoints=endpoints)
+
+
+def live_fabric_report(site: Site, *, user: str | None = None, private_key: Path | None = None, live: bool = True,
+                       endpoints: dict[str, tuple[str, int]] | None = None) -> FabricReport:
+    """The fabric checked against the live devices: the site's lab when it is up here, else
+    (with `live`) the devices at their management addresses; else the design only, saying so.
+    Also the rollout's `fabric-check` gate."""
+    endpoints = endpoints or {}
+    user = user or site.group_vars.ansible_user
     ssh = lab_transport(site.name)
     source = f"lab {site.name}"
     if ssh is None:
-        if not args.live:
+        if not live:
             print(f"{site.name}: no lab is up here and --live was not given: checking the design only",
                   file=sys.stderr)
             return check_fabric(site)
-        key = args.private_key or (Path(os.environ["ANSIBLE_PRIVATE_KEY_FILE"])
-                                   if os.environ.get("ANSIBLE_PRIVATE_KEY_FILE") else None)
+        key = private_key or (Path(os.environ["ANSIBLE_PRIVATE_KEY_FILE"])
+                              if os.environ.get("ANSIBLE_PRIVATE_KEY_FILE") else None)
         ssh, source = SshTransport(user=user, key_file=key), "devices"
-    onyx = OnyxLogin.from_environment(user, args.private_key or ssh.key_file)
+    onyx = OnyxLogin.from_environment(user, private_key or ssh.key_file)
 
     def reader(target: Target):
         if target.name in endpoints:
@@ -114,5 +124,5 @@ def _check(site: Site, args: argparse.Namespace, endpoints: dict[str, tuple[str,
             target = dataclasses.replace(target, address=host, port=port)
         return read_device(target, ssh, onyx)
 
-    live = read_site(site, reader)
-    return check_fabric(site, live, source)
+    live_devices = read_site(site, reader)
+    return check_fabric(site, live_devices, source)
