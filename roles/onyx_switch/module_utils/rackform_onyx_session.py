@@ -169,8 +169,9 @@ def apply(session: OnyxSession, change: Plan) -> None:
 
 
 def roll_back(session: OnyxSession, previous: list[str], error: BaseException) -> OnyxError:
-    """Restore `previous`; an OnyxError saying what happened either way."""
-    failed = "%s: applying the configuration failed part-way: %s" % (session.name, first_line(error))
+    """Restore `previous`; an OnyxError saying what happened either way, outcome first (a
+    summary that cuts long lines keeps it)."""
+    failed = "applying the configuration failed part-way: %s" % first_line(error)
     session.close()  # the failed session may be dead or stuck in a mode: start afresh
     try:
         undo = commands(previous, session.running(), everything)
@@ -179,14 +180,14 @@ def roll_back(session: OnyxSession, previous: list[str], error: BaseException) -
     except (OnyxError,) + PUSH_ERRORS as undo_error:
         session.close()
         return OnyxError(
-            "%s; restoring the previous configuration FAILED as well (%s): the running config is "
-            "half-applied; the saved config is still the previous one (nothing was saved), a reload "
-            "returns the switch to it" % (failed, first_line(undo_error)), rolled_back=False)
+            "%s: the running config is half-applied: restoring the previous configuration FAILED as well (%s); "
+            "the saved config is still the previous one (nothing was saved), a reload returns the switch to it; %s"
+            % (session.name, first_line(undo_error), failed), rolled_back=False)
     if not restored:
-        return OnyxError("%s; the previous configuration could not be restored exactly: the saved config "
-                         "is still the previous one (nothing was saved)" % failed, rolled_back=False)
-    return OnyxError("%s; the previous configuration is restored (%d line(s) undone) and nothing was saved"
-                     % (failed, len(undo)), rolled_back=True)
+        return OnyxError("%s: the previous configuration could not be restored exactly; the saved config is still "
+                         "the previous one (nothing was saved); %s" % (session.name, failed), rolled_back=False)
+    return OnyxError("%s: the previous configuration is restored (%d line(s) undone) and nothing was saved; %s"
+                     % (session.name, len(undo), failed), rolled_back=True)
 
 
 def first_line(error: BaseException) -> str:
