@@ -37,7 +37,7 @@ CONCERN_TITLES = {
     ("servers", "fabric"): "host side of the lossless fabric (design: fabric.host)",
     ("fabric_switches", "fabric"): "switch side of the lossless fabric, leaves and spines (design: fabric.switch)",
     ("cumulus", "connection"): "how Ansible reaches Cumulus Linux switches: plain SSH, they are Linux",
-    ("onyx", "connection"): "how Onyx switches are reached (network_cli); no Ansible play targets them yet",
+    ("onyx", "connection"): "how Onyx switches are reached; the fabric play runs the onyx_switch module locally instead",
 }
 
 
@@ -122,8 +122,8 @@ def _kubernetes(site: Site) -> dict:
 
 
 _CUMULUS_CONNECTION = {"ansible_connection": "ansible.builtin.ssh"}
-# mellanox.onyx is not installed (unmaintained); rackform pushes Onyx configs from
-# switch_configs/ with netmiko instead, so these values only describe the device.
+# mellanox.onyx is not installed (unmaintained): the fabric play overrides the connection
+# (local) and its onyx_switch module logs in with netmiko, so these values only describe the device.
 _ONYX_CONNECTION = {
     "ansible_connection": "ansible.netcommon.network_cli",
     "ansible_network_os": "mellanox.onyx.onyx",
