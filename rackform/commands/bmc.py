@@ -1,8 +1,10 @@
 """`rackform bmc status SITE` and `rackform bmc power SITE ACTION`: a site's BMCs, all at once.
 
-status: one row per node (power state, watts, firmware, FRU serial, reachable or why not),
-then each rack's measured power against its budget. Exit 0 when every BMC answered, no
-rack is over budget and no FRU serial contradicts the inventory; 1 otherwise; 2 for bad input.
+status: one row per node (power state, watts, firmware, FRU serial, weak logins that still get
+in, reachable or why not), then each rack's measured power against its budget. Exit 0 when
+every BMC answered, no rack is over budget, no FRU serial contradicts the inventory and no BMC
+lets cipher suite 0 or IPMI 1.5 in (unless the site's provisioning.bmc_exceptions accepts that
+for its model); 1 otherwise; 2 for bad input.
 
 power: on / off / soft / cycle / reset (or `status`) on every node, or on `--nodes`, each
 change confirmed by reading the state back. Exit 0 when every node did it, 1 otherwise.
@@ -18,8 +20,8 @@ from rackform.ipmi.cli_options import add_login_arguments, credential_source, fl
 from rackform.ipmi.client import POWER_ACTIONS
 from rackform.ipmi.credentials import CredentialsUnavailable
 from rackform.ipmi.fleet import NodeResult
-from rackform.ipmi.status import (NodeStatus, RackPower, rack_of_hosts, rack_power, read_node_status, serial_mismatch,
-                                  site_targets)
+from rackform.ipmi.status import (WEAK_LOGIN_NAMES, NodeStatus, RackPower, WeakLoginVerdict, rack_of_hosts, rack_power,
+                                  read_node_status, serial_mismatch, site_targets, weak_login_verdict)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -34,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="repository root holding topologies/ and inventories/ (default: .)")
         return sub
 
-    status = add("status", "One row per node: power, watts, firmware, FRU serial, reachable or why not; then "
-                           "each rack's measured power against its budget. Exit 1 if a BMC failed, a rack is "
-                           "over budget or a BMC's serial contradicts the inventory.")
+    status = add("status", "One row per node: power, watts, firmware, FRU serial, weak logins (cipher suite 0, "
+                           "IPMI 1.5) that still get in, reachable or why not; then each rack's measured power "
+                           "against its budget. Exit 1 if a BMC failed, a rack is over budget, a BMC's serial "
+                           "contradicts the inventory or a weak login gets in that the site has no exception for.")
     add_login_arguments(status, factory_default=False)
     status.set_defaults(bmc_run=run_status)
 
@@ -75,30 +78,47 @@ def run_status(args: argparse.Namespace) -> int:
     results = fleet.run(targets, read_node_status)
     racks = rack_power(site, results)
     mismatches = {result.node: why for result in results if (why := serial_mismatch(site, result))}
-    print(format_node_table(results, rack_of_hosts(site), mismatches))
+    weak = {result.node: verdict for result in results if (verdict := weak_login_verdict(site, result))}
+    insecure = [node for node, verdict in weak.items() if verdict.open]
+    print(format_node_table(results, rack_of_hosts(site), mismatches, weak))
     print()
     print(format_rack_table(racks))
     failed = [result for result in results if not result.ok]
     over = [rack for rack in racks if rack.over_budget]
     print(f"\n{len(results) - len(failed)}/{len(results)} BMCs answered"
           + (f"; {len(over)} rack(s) over budget: {', '.join(r.rack for r in over)}" if over else "")
-          + (f"; {len(mismatches)} serial mismatch(es): {', '.join(mismatches)}" if mismatches else ""))
-    return EXIT_FAILED if failed or over or mismatches else EXIT_OK
+          + (f"; {len(mismatches)} serial mismatch(es): {', '.join(mismatches)}" if mismatches else "")
+          + (f"; {len(insecure)} BMC(s) let a weak login in: {', '.join(insecure)}" if insecure else ""))
+    return EXIT_FAILED if failed or over or mismatches or insecure else EXIT_OK
 
 
 def format_node_table(results: list[NodeResult[NodeStatus]], racks: dict[str, str],
-                      mismatches: dict[str, str] | None = None) -> str:
-    rows = [("NODE", "RACK", "BMC", "POWER", "WATTS", "FIRMWARE", "SERIAL", "STATUS")]
+                      mismatches: dict[str, str] | None = None,
+                      weak: dict[str, WeakLoginVerdict] | None = None) -> str:
+    rows = [("NODE", "RACK", "BMC", "POWER", "WATTS", "FIRMWARE", "SERIAL", "WEAK_LOGINS", "STATUS")]
     for result in results:
         status = result.value
         if result.ok:
+            verdict = (weak or {}).get(result.node)
             rows.append((result.node, racks.get(result.node, "-"), result.address, status.power,
                          _watts(status.power_draw_w), status.firmware or "-", status.inventory.serial or "-",
-                         (mismatches or {}).get(result.node, "ok")))
+                         ", ".join(WEAK_LOGIN_NAMES[w] for w in status.weak_logins) or "none",
+                         _node_verdict((mismatches or {}).get(result.node), verdict)))
         else:
-            rows.append((result.node, racks.get(result.node, "-"), result.address, "-", "-", "-", "-",
+            rows.append((result.node, racks.get(result.node, "-"), result.address, "-", "-", "-", "-", "-",
                          result.describe()))
     return _table(rows)
+
+
+def _node_verdict(mismatch: str | None, weak: WeakLoginVerdict | None) -> str:
+    problems = [mismatch] if mismatch else []
+    if weak is not None and weak.open:
+        problems.append(" and ".join(WEAK_LOGIN_NAMES[w] for w in weak.open) + " still get(s) in: any password "
+                        "works with suite 0, IPMI 1.5 logins are MD5 or plain text (no site exception for this model)")
+    if weak is not None and weak.accepted:
+        reasons = sorted(set(weak.accepted.values()))
+        problems.append(("ok, " if not problems else "") + "accepted by the site: " + "; ".join(reasons))
+    return "; ".join(problems) or "ok"
 
 
 def format_rack_table(racks: list[RackPower]) -> str:

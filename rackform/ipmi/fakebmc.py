@@ -2,6 +2,8 @@
 
 The lab's ipmi_sim is the real reference (tests/lab); this one exists for what ipmi_sim
 cannot be made to do: offer only cipher suite 0, offer only IPMI 1.5, speak suite 17,
+honour the cipher suite privilege levels (LAN parameters 22-24: a suite whose entry allows no
+privilege is refused at Open Session, so closing suite 0 really closes it),
 stop answering after N packets, answer "busy", lag behind a power change or ignore it,
 serve a DCMI power reading, and count how many requests it had in flight at once.
 
@@ -29,7 +31,12 @@ class FakeBmcConfig:
     user: str = "ADMIN"
     password: str = "ADMIN"
     suites: frozenset[int] = frozenset({17, 3})
+    """Suites it can speak (0, 3, 17); LAN parameter 23 lists them in this order, sorted."""
     ipmi20: bool = True
+    ipmi15: bool = False
+    """Also takes IPMI 1.5 (MD5) logins, and says so in its authentication capabilities."""
+    honours_cipher_levels: bool = True
+    """False: stores LAN parameter 24 and lets every suite in anyway (ipmi_sim)."""
     power: str = "off"
     power_lag_reads: int = 0
     """Chassis status keeps reporting the old state for this many reads after a change."""
@@ -52,13 +59,16 @@ class FakeBmcConfig:
 @dataclass
 class _Session:
     console_session_id: int
-    suite: wire.CipherSuite
+    suite: wire.CipherSuite | None
+    """None: cipher suite 0 (no authentication, integrity or confidentiality)."""
     console_random: bytes = b""
     bmc_random: bytes = b""
     role: int = 0
     user: bytes = b""
     keys: wire.SessionKeys | None = None
     sequence: int = 0
+    plain_open: bool = False
+    """A suite 0 session past RAKP: its packets are neither signed nor encrypted."""
 
 
 class FakeBmc:
@@ -76,6 +86,10 @@ class FakeBmc:
         self.logins = 0
         self.login_attempts = 0  # RAKP1 messages: each one a password tried
         self.closed_sessions = 0
+        self.suite0_logins = 0
+        self.cipher_entries = tuple(sorted(self.config.suites))
+        self.cipher_levels = [wire.PRIVILEGE_ADMIN] * 16
+        """LAN parameter 24: the highest privilege per entry of `cipher_entries` (0: none)."""
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -109,7 +123,12 @@ class FakeBmc:
 
     @property
     def open_sessions(self) -> int:
-        return sum(session.keys is not None for session in self._sessions.values())
+        return sum(session.keys is not None or session.plain_open for session in self._sessions.values())
+
+    def suite_allowed(self, suite: int) -> bool:
+        if suite not in self.cipher_entries:
+            return False
+        return not self.config.honours_cipher_levels or self.cipher_levels[self.cipher_entries.index(suite)] > 0
 
     # --- serving -------------------------------------------------------------------------------
 
@@ -167,7 +186,8 @@ class FakeBmc:
         if (netfn, command) != (prelogin.NETFN_APP, prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES):
             return None
         if self.config.ipmi20:
-            data = bytes((1, 0x80 | 0x04, 0x04, 0x03, 0, 0, 0, 0))
+            md5 = 0x04 if self.config.ipmi15 else 0x00
+            data = bytes((1, 0x80 | md5, 0x04, 0x02 | (0x01 if self.config.ipmi15 else 0), 0, 0, 0, 0))
         else:
             data = bytes((1, 0x04, 0x04, 0x00, 0, 0, 0, 0))
         return wire.sessionless_packet(_response(request, 0, data))
@@ -176,10 +196,10 @@ class FakeBmc:
         tag, console = payload[0], struct.unpack_from("<I", payload, 4)[0]
         algorithms = (payload[12], payload[20], payload[28])
         suite_number = SUITES_BY_ALGORITHMS.get(algorithms)
-        if suite_number not in self.config.suites or suite_number not in (3, 17):
+        if suite_number not in (0, 3, 17) or not self.suite_allowed(suite_number):
             reply = bytes((tag, 0x11, 0, 0)) + struct.pack("<I", console)
             return wire.rmcp_plus_packet(wire.PAYLOAD_OPEN_SESSION_RESPONSE, reply)
-        suite = wire.SUITE_17 if suite_number == 17 else wire.SUITE_3
+        suite = {17: wire.SUITE_17, 3: wire.SUITE_3, 0: None}[suite_number]
         bmc_session = int.from_bytes(os.urandom(4), "little") | 1
         self._sessions[bmc_session] = _Session(console, suite)
         reply = (bytes((tag, 0, 4, 0)) + struct.pack("<II", console, bmc_session)
@@ -200,6 +220,10 @@ class FakeBmc:
             reply = head + bytes((0x0D, 0, 0)) + struct.pack("<I", session.console_session_id)
             return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP2, reply)
         session.bmc_random = os.urandom(16)
+        if session.suite is None:  # RAKP-none: no authentication code, any password is as good
+            reply = (head + bytes((0, 0, 0)) + struct.pack("<I", session.console_session_id) + session.bmc_random
+                     + self.config.guid)
+            return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP2, reply)
         code = wire.rakp2_auth_code(session.suite, self.config.password.encode(), session.console_session_id,
                                     bmc_session, session.console_random, session.bmc_random, self.config.guid,
                                     session.role, session.user)
@@ -212,6 +236,11 @@ class FakeBmc:
         session = self._sessions.get(bmc_session)
         if session is None:
             return None
+        if session.suite is None:
+            session.plain_open = True
+            self.suite0_logins += 1
+            reply = bytes((tag, 0, 0, 0)) + struct.pack("<I", session.console_session_id)
+            return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP4, reply)
         password = self.config.password.encode()
         expected = wire.rakp3_auth_code(session.suite, password, session.bmc_random, session.console_session_id,
                                         session.role, session.user)
@@ -230,6 +259,14 @@ class FakeBmc:
 
     def _in_session(self, packet: wire.Packet, datagram: bytes) -> bytes | None:
         session = self._sessions.get(packet.session_id)
+        if session is not None and session.plain_open and packet.payload_type == wire.PAYLOAD_IPMI:
+            request = packet.payload
+            netfn, command = request[1] >> 2, request[5]
+            self.commands.append((netfn, command))
+            code, reply_data = self._command(netfn, command, request[6:-1], packet.session_id)
+            session.sequence += 1
+            return wire.rmcp_plus_packet(wire.PAYLOAD_IPMI, _response(request, code, reply_data),
+                                         session.console_session_id, session.sequence)
         if session is None or session.keys is None:
             return None
         _packet, request = session.keys.unseal(datagram)
@@ -263,6 +300,13 @@ class FakeBmc:
             return 0, self.config.guid
         if (netfn, command) == (0x0C, 0x02) and data[1] == 5 and self.config.mac:
             return 0, bytes((0x11,)) + self.config.mac
+        if (netfn, command) == (0x0C, 0x02) and data[1] in (22, 23, 24):
+            return 0, self._cipher_parameter(data[1])
+        if (netfn, command) == (0x0C, 0x01) and data[1] == 24:
+            if len(data) < 11:
+                return 0xC7, b""  # request data length invalid
+            self.cipher_levels = [nibble for byte in data[3:11] for nibble in (byte & 0x0F, byte >> 4)]
+            return 0, b""
         if (netfn, command) == (0x2C, 0x02) and self.config.dcmi_power_w is not None:
             reading = struct.pack("<HHHH", self.config.dcmi_power_w, 0, 0, 0) + bytes(8)
             return 0, bytes((0xDC,)) + reading + bytes((0x40,))
@@ -275,6 +319,15 @@ class FakeBmc:
             chunk = self.config.fru[offset:offset + count]
             return 0, bytes((len(chunk),)) + chunk
         return INVALID_COMMAND, b""
+
+    def _cipher_parameter(self, parameter: int) -> bytes:
+        """LAN parameters 22 (entry count), 23 (the entries) and 24 (a level per entry), revision first."""
+        if parameter == 22:
+            return bytes((0x11, len(self.cipher_entries)))
+        if parameter == 23:
+            return bytes((0x11, 0)) + bytes(self.cipher_entries)
+        levels = self.cipher_levels
+        return bytes((0x11, 0)) + bytes(levels[i] | levels[i + 1] << 4 for i in range(0, 16, 2))
 
     def _read_power(self) -> str:
         if self._lag_left > 0:

@@ -5,7 +5,8 @@ module_utils, so the pre-login messages and rules live there:
 roles/bmc_ipmi/module_utils/rackform_ipmi_wire.py (standard library only). The fleet client
 loads that same file here instead of keeping a second copy: the Get Channel Authentication
 Capabilities request and its decoding, the IPMI message checksum and framing, the accepted
-cipher suites and the IPMI 1.5 refusal are written once.
+cipher suites, the IPMI 1.5 refusal and the suite 0 login that proves suite 0 closed are
+written once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _shared = _load()
 
 ACCEPTED_CIPHER_SUITES: tuple[int, ...] = _shared.ACCEPTED_CIPHER_SUITES
 AuthCapabilities = _shared.AuthCapabilities
+BmcSilent = _shared.BmcSilent
 CMD_GET_CHANNEL_AUTH_CAPABILITIES: int = _shared.CMD_GET_CHANNEL_AUTH_CAPABILITIES
 IPMI15_ONLY_COMPLETION_CODE: int = _shared.IPMI15_ONLY_COMPLETION_CODE
 IPMI15_ONLY_REFUSAL: str = _shared.IPMI15_ONLY_REFUSAL
@@ -46,3 +48,4 @@ parse_response_message = _shared.parse_response_message
 request_message = _shared.request_message
 response_data = _shared.response_data
 sessionless_frame = _shared.sessionless_frame
+suite0_gets_in = _shared.suite0_gets_in

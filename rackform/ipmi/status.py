@@ -1,12 +1,14 @@
-"""A site's BMCs at a glance: each node's power state, draw, temperatures and firmware, and
-the measured power of each rack against its budget (`rackform bmc status SITE`).
+"""A site's BMCs at a glance: each node's power state, draw, temperatures and firmware, whether
+a weak login (cipher suite 0, IPMI 1.5) still gets in, and the measured power of each rack
+against its budget (`rackform bmc status SITE`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackform.ipmi.client import BmcClient, Inventory, Reading, temperatures_c
+from rackform.ipmi import prelogin
+from rackform.ipmi.client import BmcClient, DeviceId, Inventory, Reading, temperatures_c
 from rackform.ipmi.errors import IpmiError, Reason
 from rackform.ipmi.fleet import BmcTarget, NodeResult
 from rackform.model.site import Site
@@ -20,15 +22,67 @@ class NodeStatus:
     firmware: str | None = None
     inventory: Inventory = Inventory()
     """Serial and product from the BMC's FRU, where it offers them."""
+    device: DeviceId | None = None
+    weak_logins: tuple[str, ...] = ()
+    """What still gets in without the protection of suites 17/3: `cipher_suite_0`, `ipmi_1.5`."""
+
+
+CIPHER_SUITE_0, IPMI_15 = "cipher_suite_0", "ipmi_1.5"
+WEAK_LOGIN_NAMES = {CIPHER_SUITE_0: "suite 0", IPMI_15: "IPMI 1.5"}
 
 
 def read_node_status(client: BmcClient) -> NodeStatus:
-    """One session's worth: chassis status, the sensor readings, the DCMI reading, device id, FRU."""
+    """One session's worth: chassis status, the sensor readings, the DCMI reading, device id, FRU;
+    then, each on its own, a suite 0 login and what the BMC said about IPMI 1.5 before the login."""
     power = client.power_state()
     readings = _sensors_if_offered(client)
+    device = client.device_id()
     return NodeStatus(power=power, power_draw_w=client.power_draw_w(readings),
-                      temperatures_c=temperatures_c(readings), firmware=client.firmware(),
-                      inventory=client.inventory())
+                      temperatures_c=temperatures_c(readings), firmware=device.firmware,
+                      inventory=client.inventory(), device=device, weak_logins=weak_logins(client))
+
+
+def weak_logins(client: BmcClient) -> tuple[str, ...]:
+    """Which weak logins the BMC still lets in: a suite 0 session as this login's user with a
+    password nobody holds (it sends no password: suite 0 has none), and IPMI 1.5 sessions as
+    Get Channel Authentication Capabilities reported them before the login."""
+    session = client.session
+    found = []
+    try:
+        if prelogin.suite0_gets_in(session.address, session.user, session.port, session.timeouts.reply_s,
+                                   1 + session.timeouts.resends):
+            found.append(CIPHER_SUITE_0)
+    except prelogin.BmcSilent as error:
+        raise IpmiError(Reason.TIMEOUT, f"{session.address} stopped answering during a suite 0 login: {error}") from None
+    if session.capabilities is not None and session.capabilities.ipmi15_open:
+        found.append(IPMI_15)
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class WeakLoginVerdict:
+    open: tuple[str, ...]
+    """Weak logins that still get in and the site does not accept: the status fails."""
+    accepted: dict[str, str]
+    """Weak logins that get in, with the site's reason for this BMC model."""
+
+
+def weak_login_verdict(site: Site, result: NodeResult[NodeStatus]) -> WeakLoginVerdict | None:
+    """The node's open weak logins, split by whether the site's `provisioning.bmc_exceptions`
+    accepts them for this BMC model (Get Device ID manufacturer, product)."""
+    if not result.ok or not result.value.weak_logins:
+        return None
+    device = result.value.device
+    accepted, still_open = {}, []
+    for opening in result.value.weak_logins:
+        reason = next((entry.reason for entry in site.provisioning.bmc_exceptions
+                       if device is not None and entry.manufacturer_id == device.manufacturer_id
+                       and entry.product_id in (None, device.product_id) and opening in entry.allow), None)
+        if reason is None:
+            still_open.append(opening)
+        else:
+            accepted[opening] = reason
+    return WeakLoginVerdict(tuple(still_open), accepted)
 
 
 def serial_mismatch(site: Site, result: NodeResult[NodeStatus]) -> str | None:

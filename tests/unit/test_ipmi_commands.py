@@ -89,7 +89,7 @@ def status(root: Path, capsys, *extra: str) -> tuple[int, str]:
 def test_status_prints_one_row_per_node(rack, lab_files, capsys):
     code, out = status(lab_files.root, capsys)
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in LAB_BMCS}
-    assert code == 0 and rows["gpu-1"][1:] == ["r1", "10.10.1.15", "on", "8,500", "2.17", "-", "ok"]
+    assert code == 0 and rows["gpu-1"][1:] == ["r1", "10.10.1.15", "on", "8,500", "2.17", "-", "none", "ok"]
 
 
 def _with_fru(serial: str) -> FakeBmcConfig:
@@ -100,7 +100,48 @@ def _with_fru(serial: str) -> FakeBmcConfig:
 def test_status_shows_the_fru_serial(rack, lab_files, capsys):
     code, out = status(lab_files.root, capsys)
     gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
-    assert code == 0 and gpu_1.split()[6:] == ["LAB-GPU-1", "ok"]
+    assert code == 0 and gpu_1.split()[6:] == ["LAB-GPU-1", "none", "ok"]
+
+
+WEAK_GPU_1 = [lab_configs(gpu_1=FakeBmcConfig(suites=frozenset({0, 3, 17}), ipmi15=True, power="on"))]
+NO_LAB_EXCEPTION = ("manufacturer_id: 4753", "manufacturer_id: 343")  # the fakes report 4753, as ipmi_sim
+
+
+@pytest.mark.parametrize("rack", WEAK_GPU_1, indirect=True)
+def test_a_bmc_that_lets_suite_0_and_ipmi_15_in_fails_the_status(rack, lab_files, capsys):
+    lab_files.edit_site(*NO_LAB_EXCEPTION)
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 1 and "suite 0, IPMI 1.5" in gpu_1 and "no site exception for this model" in gpu_1
+    assert "1 BMC(s) let a weak login in: gpu-1" in out
+    assert rack.fakes["10.10.1.15"].suite0_logins == 1  # really tried, not inferred
+
+
+@pytest.mark.parametrize("rack", [lab_configs(gpu_1=FakeBmcConfig(suites=frozenset({0, 3, 17}), power="on"))],
+                         indirect=True)
+def test_a_bmc_with_suite_0_closed_passes_the_status(rack, lab_files, capsys):
+    lab_files.edit_site(*NO_LAB_EXCEPTION)
+    fake = rack.fakes["10.10.1.15"]
+    fake.cipher_levels[fake.cipher_entries.index(0)] = 0  # what hardening sets (tests/unit/test_ipmi_ciphers.py)
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 0 and gpu_1.split()[-2:] == ["none", "ok"]
+
+
+@pytest.mark.parametrize("rack", WEAK_GPU_1, indirect=True)
+def test_the_sites_exception_for_the_model_shows_the_open_logins_with_its_reason(rack, lab_files, capsys):
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 0 and "suite 0, IPMI 1.5" in gpu_1
+    assert "ok, accepted by the site: a simulator that stores the cipher suite privilege levels" in gpu_1
+
+
+@pytest.mark.parametrize("rack", WEAK_GPU_1, indirect=True)
+def test_an_exception_for_suite_0_only_still_fails_ipmi_15(rack, lab_files, capsys):
+    lab_files.edit_site("allow: [cipher_suite_0, ipmi_1.5]", "allow: [cipher_suite_0]")
+    code, out = status(lab_files.root, capsys)
+    gpu_1 = next(line for line in out.splitlines() if line.startswith("gpu-1 "))
+    assert code == 1 and "IPMI 1.5 still get(s) in" in gpu_1 and "accepted by the site" in gpu_1
 
 
 @pytest.mark.parametrize("rack", [lab_configs(gpu_1=_with_fru("LAB-GPU-2"))], indirect=True)

@@ -291,6 +291,7 @@ PAYLOAD_RAKP1, PAYLOAD_RAKP2, PAYLOAD_RAKP3, PAYLOAD_RAKP4 = 0x12, 0x13, 0x14, 0
 CMD_GET_DEVICE_ID = 0x01
 CMD_CLOSE_SESSION = 0x3C
 ROLE_ADMINISTRATOR_BY_NAME = 0x10 | PRIVILEGE_ADMINISTRATOR  # RAKP1: name-only lookup, administrator
+CLOSE_WAIT_S = 0.5
 
 
 def plain_rmcp_plus(payload_type, payload, session_id=0, sequence=0):
@@ -353,9 +354,10 @@ def suite0_gets_in(address, user, port=IPMI_PORT, timeout_s=1.0, attempts=3):
                             timeout_s, attempts, address, port)
         response = parse_response_message(answer) if answer is not None else None
         close = request_message(NETFN_APP, CMD_CLOSE_SESSION, 2, struct.pack("<I", bmc_session))
-        try:
-            sock.send(plain_rmcp_plus(PAYLOAD_IPMI, close, bmc_session, 2))
-        except OSError:
+        try:  # awaited briefly, so the next session to this BMC never overlaps this one
+            _ask_plain(sock, plain_rmcp_plus(PAYLOAD_IPMI, close, bmc_session, 2), PAYLOAD_IPMI,
+                       min(timeout_s, CLOSE_WAIT_S), 1, address, port)
+        except BmcSilent:
             pass
         return response is not None and response[3] == 0
     finally:
