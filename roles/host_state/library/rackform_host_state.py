@@ -59,6 +59,16 @@ options:
     description: Symbolic links (path -> text the link target must end with).
     type: dict
     default: {}
+  units_active:
+    description: systemd units that `systemctl is-active` must call active.
+    type: list
+    elements: str
+    default: []
+  packages_installed:
+    description: Debian packages that dpkg must list as "install ok installed".
+    type: list
+    elements: str
+    default: []
 """
 
 RETURN = r"""
@@ -137,13 +147,26 @@ def _sysctl_file(path: str, wanted: dict) -> list[str]:
             for key, value in wanted.items() if found.get(key) != _words(value)]
 
 
-def _unit_enabled(unit: str) -> list[str]:
+def _unit_state(unit: str, question: str, wanted: str) -> list[str]:
+    """`systemctl is-enabled` or `is-active`, as ansible.builtin.systemd_service asks."""
     try:
-        result = subprocess.run(["systemctl", "is-enabled", unit], capture_output=True, text=True, check=False)
+        result = subprocess.run(["systemctl", question, unit], capture_output=True, text=True, check=False)
     except OSError as error:
         return [f"{unit}: {error}"]
     state = result.stdout.strip()
-    return [] if state == "enabled" else [f"{unit}: {state or result.stderr.strip()}, want enabled"]
+    return [] if state == wanted else [f"{unit}: {state or result.stderr.strip()}, want {wanted}"]
+
+
+def _packages(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    try:
+        result = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status}\\n", *names],
+                                capture_output=True, text=True, check=False)
+    except OSError as error:
+        return [f"dpkg-query: {error}"]
+    installed = {line.split(" ", 1)[0] for line in result.stdout.splitlines() if line.endswith(" install ok installed")}
+    return [f"package {name}: not installed" for name in names if name not in installed]
 
 
 def _symlink(path: str, ending: str) -> list[str]:
@@ -166,7 +189,10 @@ def host_differences(params: dict) -> list[str]:
     for path, wanted in params["sysctl_files"].items():
         differences += _sysctl_file(path, wanted)
     for unit in params["units_enabled"]:
-        differences += _unit_enabled(unit)
+        differences += _unit_state(unit, "is-enabled", "enabled")
+    for unit in params["units_active"]:
+        differences += _unit_state(unit, "is-active", "active")
+    differences += _packages(params["packages_installed"])
     for path, ending in params["symlinks"].items():
         differences += _symlink(path, ending)
     return differences
@@ -182,6 +208,8 @@ def main() -> None:
             "sysctl_files": {"type": "dict", "default": {}},
             "units_enabled": {"type": "list", "elements": "str", "default": []},
             "symlinks": {"type": "dict", "default": {}},
+            "units_active": {"type": "list", "elements": "str", "default": []},
+            "packages_installed": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
