@@ -559,10 +559,12 @@ def _change_ntp_servers(site):
     [
         (_change_switch_mtu, {"fabric"}),
         (_change_leaf_asn, {"fabric"}),
-        (_change_gpu_serial, {"provision", "fabric", "os", "kubernetes", "verify"}),
-        (_change_storage_serial, {"provision", "fabric", "os", "verify"}),
-        (_change_kubernetes_version, {"provision", "fabric", "os", "kubernetes", "verify"}),
-        (_change_ntp_servers, set(ANSIBLE_STAGES)),
+        # a stage counts the variables its roles read, not whole variable files: a serial is
+        # read by the BMC roles only, the Kubernetes version by the kubernetes roles only
+        (_change_gpu_serial, {"provision"}),
+        (_change_storage_serial, {"provision"}),
+        (_change_kubernetes_version, {"kubernetes"}),
+        (_change_ntp_servers, {"provision", "os"}),
     ],
     ids=lambda value: value.__name__.removeprefix("_change_") if callable(value) else None,
 )
@@ -571,6 +573,24 @@ def test_stage_digest_changes_only_for_stages_that_read_the_change(lab, files, c
     change(site)
     changed = render_files(site)
     assert {stage for stage in ANSIBLE_STAGES if stage_digest(changed, stage) != stage_digest(files, stage)} == stages
+
+
+def test_a_variable_no_role_reads_changes_no_stage(files):
+    path = "inventory/host_vars/gpu-1.yml"
+    edited = {**files, path: files[path] + b"rack_label: aisle 3, shelf 2\n"}
+    assert [stage for stage in ANSIBLE_STAGES if stage_digest(edited, stage) != stage_digest(files, stage)] == []
+
+
+def test_a_variable_named_inside_a_read_value_counts(files):
+    """`x: "{{ y }}"` in a file a stage reads makes y read too."""
+    path = "inventory/group_vars/all/site.yml"
+    with_ref = {**files, path: files[path] + b'timezone_label: "{{ helper_value }}"\nhelper_value: a\n'}
+    changed = {**files, path: files[path] + b'timezone_label: "{{ helper_value }}"\nhelper_value: b\n'}
+    assert stage_digest(with_ref, "os") == stage_digest(changed, "os")  # timezone_label read by no role
+    os_tasks = "roles/base_os/tasks/main.yml"
+    reading = {name: {**files_, os_tasks: files_[os_tasks] + b"\n# reads timezone_label\n"}
+               for name, files_ in (("a", with_ref), ("b", changed))}
+    assert stage_digest(reading["a"], "os") != stage_digest(reading["b"], "os")
 
 
 def test_stage_digest_follows_role_changes(files):

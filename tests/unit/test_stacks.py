@@ -433,7 +433,9 @@ def test_program_logs_design_warnings(monkeypatch, caplog):
     assert str(warnings[0]) in caplog.text
 
 
-def test_program_digests_come_from_the_rendered_project():
+def test_program_digests_are_the_ones_deploy_records():
+    """rackform.pipeline.stage_digests: what `rackform deploy` records in state/<site>.json."""
+    from rackform.pipeline import stage_digests
     from rackform.render.digest import stage_digest
     from rackform.render.project import render_files
 
@@ -441,7 +443,18 @@ def test_program_digests_come_from_the_rendered_project():
     files = render_files(site)
     monitor = run_program("lab")
     digests = {r.inputs["stage"]: r.inputs["digest"] for r in monitor.by_type(PLAYBOOK_TYPE)}
-    assert digests == {stage.name: stage_digest(files, stage.name) for stage in ANSIBLE_STAGES}
+    recorded = stage_digests(files)
+    assert digests == {stage.name: recorded[stage.name] for stage in ANSIBLE_STAGES}
+    # every stage hashes what it reads; verify also covers every stage before it
+    assert all(digests[stage.name] == stage_digest(files, stage.name) for stage in ANSIBLE_STAGES[:-1])
+    assert digests["verify"] != stage_digest(files, "verify")
+
+
+def test_playbooks_chain_failed_hosts_and_only_the_last_fails_the_stack():
+    monitor = run_program("lab")
+    playbooks = {r.inputs["stage"]: r for r in monitor.by_type(PLAYBOOK_TYPE)}
+    assert [stage for stage, r in playbooks.items() if r.inputs["last"]] == ["verify"]
+    assert playbooks["provision"].inputs["left_out"] == []
 
 
 # ---------------------------------------------------------------- project and stack files
