@@ -42,11 +42,24 @@ def networks(management: str, oob: str, fabric: str) -> str:
             f"  - {{name: compute, purpose: compute_fabric, prefix: {fabric}}}\n")
 
 
+# Every lab BMC is an ipmi_sim: it stores the cipher suite privilege levels hardening sets but
+# lets suite 0 (and MD5 IPMI 1.5) in anyway, so every lab site records that (docs/ipmi.md).
+IPMI_SIM_EXCEPTION = """\
+provisioning:
+  bmc_exceptions:
+    - model: OpenIPMI ipmi_sim
+      manufacturer_id: 4753
+      allow: [cipher_suite_0, ipmi_1.5]
+      reason: a simulator that stores the cipher suite privilege levels without honouring them
+"""
+
+
 def one_rack_site(site: str, description: str, devices: str, rest: str) -> str:
-    """A site design whose one rack `r1` holds `devices` (YAML list items); `rest` (YAML) follows the racks."""
+    """A site design whose one rack `r1` holds `devices` (YAML list items); `rest` (YAML) follows the racks,
+    then the ipmi_sim exception every lab site records (IPMI_SIM_EXCEPTION)."""
     return (f"site: {site}\ndescription: {description}\npower_basis: max\n"
             "racks:\n  - name: r1\n    height_u: 42\n    power_budget_w: 30000\n    devices:\n"
-            + textwrap.indent(devices, " " * 6) + rest)
+            + textwrap.indent(devices, " " * 6) + rest + IPMI_SIM_EXCEPTION)
 
 
 def two_hosts_on_a_leaf(site: str, description: str, site_networks: str) -> str:
