@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rackform.fabric import onyx_lines
@@ -106,3 +108,27 @@ def test_diff_text_shows_replaced_and_new_lines():
 
 def test_managed_keeps_only_known_lines_in_order():
     assert onyx_lines.managed(["ntp enable", "lldp", "snmp-server enable", "hostname a"]) == ["lldp", "hostname a"]
+
+
+# ---------------------------------------------------------------- one copy, shared with the role's module
+
+
+def test_rackform_loads_the_onyx_switch_roles_copy():
+    role_file = Path(__file__).resolve().parents[2] / "roles" / "onyx_switch" / "module_utils" / "rackform_onyx_lines.py"
+    assert Path(onyx_lines._shared.__file__).resolve() == role_file
+
+
+def test_no_second_copy_of_the_line_rules_in_rackform():
+    rackform = Path(__file__).resolve().parents[2] / "rackform"
+    copies = [path for path in rackform.rglob("*.py") if "no interface ethernet {port} pfc-wd" in path.read_text()]
+    assert copies == []
+
+
+def test_default_dscp_map_is_accepted():
+    assert onyx_lines.dscp_map_refusal("leaf-1", {26: 3, 48: 6}) is None
+
+
+def test_other_dscp_map_is_refused_naming_the_switch_and_each_wrong_entry():
+    refusal = onyx_lines.dscp_map_refusal("leaf-1", {"26": 4, 48: 6, 10: 2})
+    assert refusal.startswith("leaf-1: the design maps DSCP 10 -> 2 (Onyx's default gives 1), "
+                              "DSCP 26 -> 4 (Onyx's default gives 3); ")

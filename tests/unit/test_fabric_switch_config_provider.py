@@ -15,7 +15,6 @@ import textwrap
 from pathlib import Path
 
 import dill
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
