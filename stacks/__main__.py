@@ -1,19 +1,25 @@
 """rackform's Pulumi program: one stack per site (`pulumi up -s lab`); see docs/pulumi.md.
 
-The stack's site is the `rackform:site` config key, else the stack name. The design
+The stack's site is the `rackform:site` config key, else the stack name. One site has
+one stack: a second stack of a site (another Pulumi.<stack>.yaml naming it) is refused,
+since both would render into build/<site>/ and drive the same hardware. The design
 is loaded and checked by the same pipeline as the CLI; a design with errors stops
 here, before any resource is registered.
 """
 
+import os
 from pathlib import Path
 
 import pulumi
+import yaml
 from components.site import SiteCluster, SiteClusterArgs
 from components.stages import stage_digests
 
 from rackform.pipeline import BadInput, DesignRejected, load_and_check
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("RACKFORM_ROOT") or Path(__file__).resolve().parent.parent)
+"""The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: this
+checkout, or the folder $RACKFORM_ROOT names."""
 
 
 def checked_site(site_name: str):
@@ -28,6 +34,31 @@ def checked_site(site_name: str):
     return site
 
 
+def other_stacks_of(site_name: str, stack: str, project_dir: Path = ROOT) -> list[str]:
+    """The other stacks of this project (Pulumi.<stack>.yaml beside Pulumi.yaml) that deploy `site_name`."""
+    others = []
+    for path in sorted(project_dir.glob("Pulumi.*.yaml")):
+        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        if name == stack:
+            continue
+        try:
+            settings = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("config") or {}
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue  # not ours to judge; the engine reports a broken stack file itself
+        if (settings.get("rackform:site") or name) == site_name:
+            others.append(name)
+    return others
+
+
+def one_stack_per_site(site_name: str, stack: str, project_dir: Path = ROOT) -> None:
+    others = other_stacks_of(site_name, stack, project_dir)
+    if others:
+        raise pulumi.RunError(
+            f"site '{site_name}' already has the stack {others[0]} (Pulumi.{others[0]}.yaml); a second stack "
+            f"'{stack}' would render into the same build/{site_name}/ and drive the same hardware. Use "
+            f"`pulumi up -s {others[0]}`, or give this stack another site with rackform:site")
+
+
 def bare_metal_nodes(config: pulumi.Config) -> bool:
     """Stack config `rackform:bareMetalNodes` (default true): one BareMetalNode per server."""
     try:
@@ -39,7 +70,9 @@ def bare_metal_nodes(config: pulumi.Config) -> bool:
 
 
 config = pulumi.Config("rackform")
-site = checked_site(config.get("site") or pulumi.get_stack())
+site_name = config.get("site") or pulumi.get_stack()
+one_stack_per_site(site_name, pulumi.get_stack())
+site = checked_site(site_name)
 cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site),
                                                  bare_metal_nodes=bare_metal_nodes(config)))
 

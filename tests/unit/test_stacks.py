@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import runpy
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -387,8 +388,30 @@ def run_program(
     return monitor
 
 
-def test_program_reads_the_site_from_config(monkeypatch):
+@pytest.fixture()
+def repo_copy(tmp_path, monkeypatch):
+    """A repo of sites and stack files to edit; the program reads it through $RACKFORM_ROOT."""
+    for folder in ("topologies", "inventories"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    for path in REPO.glob("Pulumi*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setenv("RACKFORM_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_program_reads_the_site_from_config(monkeypatch, repo_copy):
+    (repo_copy / "Pulumi.lab.yaml").unlink()
     monitor = run_program("production", {"rackform:site": "lab"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
+
+
+def test_a_second_stack_for_a_site_is_refused(monkeypatch, repo_copy):
+    with pytest.raises(pulumi.RunError, match=r"site 'lab' already has the stack lab \(Pulumi.lab.yaml\)"):
+        run_program("lab-staging", {"rackform:site": "lab"}, digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+
+
+def test_the_stack_of_a_site_is_not_its_own_second_stack(monkeypatch, repo_copy):
+    monitor = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
     assert [r.name for r in monitor.by_type("rackform:index:SiteCluster")] == ["lab"]
 
 
