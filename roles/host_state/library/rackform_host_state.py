@@ -14,6 +14,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 import stat
 import subprocess
 
@@ -63,6 +64,12 @@ options:
     description: systemd units that `systemctl is-active` must call active.
     type: list
     elements: str
+    default: []
+  lines:
+    description: Lines as ansible.builtin.lineinfile keeps them (path, line, optional regexp). With a
+      regexp, the last line that matches it must be the line; without, the line must be there.
+    type: list
+    elements: dict
     default: []
   packages_installed:
     description: Debian packages that dpkg must list as "install ok installed".
@@ -147,6 +154,19 @@ def _sysctl_file(path: str, wanted: dict) -> list[str]:
             for key, value in wanted.items() if found.get(key) != _words(value)]
 
 
+def _line(spec: dict) -> list[str]:
+    path, wanted = spec["path"], spec["line"]
+    try:
+        with open(path) as handle:
+            found = [line.rstrip("\r\n") for line in handle]
+    except (OSError, KeyError) as error:
+        return [f"{path}: {error}"]
+    if spec.get("regexp"):
+        matching = [line for line in found if re.search(spec["regexp"], line)]
+        return [] if matching and matching[-1] == wanted else [f"{path}: {spec['regexp']!r} is not {wanted!r}"]
+    return [] if wanted in found else [f"{path}: no line {wanted!r}"]
+
+
 def _unit_state(unit: str, question: str, wanted: str) -> list[str]:
     """`systemctl is-enabled` or `is-active`, as ansible.builtin.systemd_service asks."""
     try:
@@ -188,6 +208,8 @@ def host_differences(params: dict) -> list[str]:
         differences += _value(path, wanted)
     for path, wanted in params["sysctl_files"].items():
         differences += _sysctl_file(path, wanted)
+    for spec in params["lines"]:
+        differences += _line(spec)
     for unit in params["units_enabled"]:
         differences += _unit_state(unit, "is-enabled", "enabled")
     for unit in params["units_active"]:
@@ -210,6 +232,7 @@ def main() -> None:
             "symlinks": {"type": "dict", "default": {}},
             "units_active": {"type": "list", "elements": "str", "default": []},
             "packages_installed": {"type": "list", "elements": "str", "default": []},
+            "lines": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
