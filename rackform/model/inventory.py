@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
 
 HOST_KEYS = tuple(schema.HostVars.model_fields)
 """What rackform reads per host; every other host variable passes through."""
+_HOST_KEY_SET = frozenset(HOST_KEYS)
 SITE_KEYS = tuple(schema.GroupVarsAll.model_fields)
 """What rackform reads from the `all` group; every other group variable passes through."""
 ANY_GROUP_KEYS = ("ansible_user", "ansible_ssh_private_key_file")
@@ -218,19 +220,51 @@ def _refuse_cycles(groups: dict[str, UserGroup], errors: list[SourceError]) -> N
 # ---------------------------------------------------------------- variables files
 
 
-def _vars_files(base: Path, name: str, errors: list[SourceError]) -> list[Path]:
-    """`<base>/<name>.yml` and every variables file under `<base>/<name>/`, as Ansible finds them."""
-    files = [base / f"{name}{suffix}" for suffix in VARS_SUFFIXES if (base / f"{name}{suffix}").is_file()]
-    folder = base / name
-    if folder.is_dir():
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file() or any(part.startswith(".") for part in path.relative_to(folder).parts):
+class _VarsFolder:
+    """One scan of host_vars/ or group_vars/: which names have variables files or folders.
+
+    Scanned once per load: a stat per host for each spelling Ansible accepts cost
+    seconds on a 10,000-node site."""
+
+    def __init__(self, base: Path, errors: list[SourceError]):
+        self.base = base
+        self.files: dict[str, list[str]] = {}
+        self.folders: set[str] = set()
+        if not base.is_dir():
+            return
+        with os.scandir(base) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            if path.suffix in VARS_SUFFIXES:
-                files.append(path)
+            stem, suffix = os.path.splitext(entry.name)
+            if entry.is_dir():
+                self.folders.add(entry.name)
+            elif suffix in VARS_SUFFIXES:
+                self.files.setdefault(stem, []).append(entry.name)
             else:
-                errors.append(SourceError(Loc(loader.display_path(path), 0), "", f"not a variables file: Ansible reads only {', '.join(VARS_SUFFIXES)} here"))
-    return files
+                errors.append(_not_vars_file(base / entry.name))
+
+    def names(self) -> list[str]:
+        return sorted({*self.files, *self.folders})
+
+    def paths(self, name: str, errors: list[SourceError]) -> list[Path]:
+        """`<base>/<name>.yml` and every variables file under `<base>/<name>/`, as Ansible finds them."""
+        files = [self.base / file_name for file_name in self.files.get(name, ())]
+        if name in self.folders:
+            folder = self.base / name
+            for path in sorted(folder.rglob("*")):
+                if not path.is_file() or any(part.startswith(".") for part in path.relative_to(folder).parts):
+                    continue
+                if path.suffix in VARS_SUFFIXES:
+                    files.append(path)
+                else:
+                    errors.append(_not_vars_file(path))
+        return files
+
+
+def _not_vars_file(path: Path) -> SourceError:
+    return SourceError(Loc(loader.display_path(path), 0), "", f"not a variables file: Ansible reads only {', '.join(VARS_SUFFIXES)} here")
 
 
 def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
@@ -247,24 +281,23 @@ def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
     return data
 
 
-def _names_in(folder: Path) -> set[str]:
-    """Host or group names that have variables files in host_vars/ or group_vars/."""
-    if not folder.is_dir():
-        return set()
-    names = set()
-    for entry in folder.iterdir():
-        if entry.name.startswith("."):
-            continue
-        names.add(entry.name if entry.is_dir() else entry.name.removesuffix(entry.suffix) if entry.suffix in VARS_SUFFIXES else entry.name)
-    return names
-
-
 # ---------------------------------------------------------------- hosts
 
 
-def _host_data(inventory: Path, name: str, inline: list[LineDict], declared: Loc, errors: list[SourceError]) -> _Sourced | None:
-    files = _vars_files(inventory / "host_vars", name, errors)
+def _host_data(
+    host_vars: _VarsFolder, name: str, inline: list[LineDict], declared: Loc, errors: list[SourceError]
+) -> tuple[LineDict, Loc] | None:
+    """A host's variables from every place they may be, and where they are (its file, else hosts.yml)."""
+    files = host_vars.paths(name, errors)
     primary = Loc(loader.display_path(files[0]), 1) if files else declared
+    if not inline and len(files) == 1:  # the usual case: one host_vars file, read as is
+        unreadable = len(errors)
+        values = _read_vars_file(files[0], errors)
+        if values:
+            return values, primary
+        if len(errors) == unreadable:
+            errors.append(SourceError(primary, "", "expected a mapping of host variables"))
+        return None
     data = _sourced(primary)
     for values in inline:
         _add(data, values, "host", errors)
@@ -277,16 +310,18 @@ def _host_data(inventory: Path, name: str, inline: list[LineDict], declared: Loc
         return None
     if not data:
         if not files:
-            shown = loader.display_path(inventory / "host_vars" / f"{name}.yml")
+            shown = loader.display_path(host_vars.base / f"{name}.yml")
             errors.append(SourceError(declared, name, f"no variables for this host (expected {shown})"))
         else:
             errors.append(SourceError(primary, "", "expected a mapping of host variables"))
         return None
-    return data
+    return data, primary
 
 
-def _split_host_data(data: _Sourced, errors: list[SourceError]) -> tuple[_Sourced, dict[str, Any]]:
+def _split_host_data(data: LineDict, errors: list[SourceError]) -> tuple[LineDict, dict[str, Any]]:
     """(rackform's keys, the user's variables as plain data); near-misses of rackform's keys are errors."""
+    if _HOST_KEY_SET.issuperset(data):
+        return data, {}
     owned = _sourced(data.loc)
     user: dict[str, Any] = {}
     for key, value in data.items():
@@ -306,15 +341,15 @@ def _split_host_data(data: _Sourced, errors: list[SourceError]) -> tuple[_Source
     return owned, user
 
 
-def _apply_host_vars(node: Host | Switch, data: _Sourced, errors: list[SourceError]) -> None:
+def _apply_host_vars(node: Host | Switch, data: LineDict, where: Loc, errors: list[SourceError]) -> None:
     owned, user = _split_host_data(data, errors)
     try:
-        values: schema.HostVars = loader.parse(schema.HostVars, owned, data.loc)
+        values: schema.HostVars = loader.parse(schema.HostVars, owned, where)
     except BadInput as exc:
         errors.extend(exc.errors)
         return
-    node.vars_loc = data.loc
-    node.var_locs = dict(data.locs)
+    node.vars_loc = where
+    node.var_locs = {key: data.key_loc(key) for key in data}
     node.user_vars = user
     node.management_address = values.management_address
     node.management_mac = values.management_mac
@@ -342,14 +377,15 @@ def _group_vars(
 ) -> tuple[dict[str, GroupVars], _Sourced]:
     """Every group's pass-through variables, and the `all` group's settings rackform reads."""
     base = inventory / "group_vars"
-    names = list(dict.fromkeys([*found.group_vars, *sorted(_names_in(base))]))
+    folder = _VarsFolder(base, errors)
+    names = list(dict.fromkeys([*found.group_vars, *folder.names()]))
     result: dict[str, GroupVars] = {}
     settings = _sourced(Loc(loader.display_path(base / "all.yml"), 1))
     for name in names:
         sources: list[tuple[str, LineDict, Loc]] = []
         for values in found.group_vars.get(name, []):
             sources.append((values.path, values, values.loc))
-        for path in _vars_files(base, name, errors):
+        for path in folder.paths(name, errors):
             shown = loader.display_path(path)
             values = _read_vars_file(path, errors)
             if values is not None:
@@ -417,7 +453,8 @@ def load_inventory(
     except SourceError as exc:
         errors.append(exc)
         return schema.GroupVarsAll(), {}, UserInventory()
-    extra = _load_hosts(inventory, found, hosts, switches, unresolved, errors)
+    host_vars = _VarsFolder(inventory / "host_vars", errors)
+    extra = _load_hosts(host_vars, found, hosts, switches, unresolved, errors)
     for name, node in {**hosts, **switches}.items():
         managed = not isinstance(node, Switch) or node.os != "unmanaged"
         if name not in found.hosts and managed:
@@ -429,11 +466,11 @@ def load_inventory(
             settings = loader.parse(schema.GroupVarsAll, settings_data, settings_data.loc)
         except BadInput as exc:
             errors.extend(exc.errors)
-    unlisted = _unlisted_host_vars(inventory, found, unresolved)
+    unlisted = _unlisted_host_vars(host_vars, found, unresolved)
     return settings, extra, UserInventory(groups=found.groups, group_vars=group_vars, unlisted_host_vars=unlisted)
 
 
-def _load_hosts(inventory, found: _HostsFile, hosts, switches, unresolved, errors) -> dict[str, Loc]:
+def _load_hosts(host_vars: _VarsFolder, found: _HostsFile, hosts, switches, unresolved, errors) -> dict[str, Loc]:
     extra: dict[str, Loc] = {}
     for name, declared in found.hosts.items():
         node = hosts.get(name) or switches.get(name)
@@ -443,10 +480,10 @@ def _load_hosts(inventory, found: _HostsFile, hosts, switches, unresolved, error
             extra[name] = declared
             errors.append(SourceError(declared, name, "host is in the inventory but not placed in any rack of the site design"))
             continue
-        data = _host_data(inventory, name, found.inline.get(name, []), declared, errors)
-        if data is None:
+        read = _host_data(host_vars, name, found.inline.get(name, []), declared, errors)
+        if read is None:
             continue
-        _apply_host_vars(node, data, errors)
+        _apply_host_vars(node, *read, errors)
         if isinstance(node, Switch) and node.os == "unmanaged":
             _refuse_unmanaged_extras(node, found, errors)
     return extra
@@ -462,10 +499,11 @@ def _refuse_unmanaged_extras(switch: Switch, found: _HostsFile, errors: list[Sou
             errors.append(SourceError(group.hosts[switch.name], f"{group.name}.hosts.{switch.name}", f"{why}; it cannot be in group '{group.name}'"))
 
 
-def _unlisted_host_vars(inventory: Path, found: _HostsFile, unresolved: set[str]) -> dict[str, Loc]:
+def _unlisted_host_vars(host_vars: _VarsFolder, found: _HostsFile, unresolved: set[str]) -> dict[str, Loc]:
     """host_vars files or folders of hosts that hosts.yml does not list: Ansible would ignore them."""
     unlisted = {}
-    for name in sorted(_names_in(inventory / "host_vars") - set(found.hosts) - unresolved):
-        files = _vars_files(inventory / "host_vars", name, [])
-        unlisted[name] = Loc(loader.display_path(files[0] if files else inventory / "host_vars" / name), 1)
+    for name in host_vars.names():
+        if name not in found.hosts and name not in unresolved:
+            files = host_vars.paths(name, [])
+            unlisted[name] = Loc(loader.display_path(files[0] if files else host_vars.base / name), 1)
     return unlisted
