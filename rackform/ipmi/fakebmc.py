@@ -302,6 +302,8 @@ class FakeBmc:
             return 0, bytes((0x11,)) + self.config.mac
         if (netfn, command) == (0x0C, 0x02) and data[1] in (22, 23, 24):
             return 0, self._cipher_parameter(data[1])
+        if (netfn, command) == (0x0C, 0x01) and data[1] == 0:  # set in progress / commit / complete
+            return 0, b""
         if (netfn, command) == (0x0C, 0x01) and data[1] == 24:
             if len(data) < 11:
                 return 0xC7, b""  # request data length invalid

@@ -273,10 +273,35 @@ def test_a_restarted_bmc_keeps_its_hardening(second_run, site, state_dir, bmcs, 
     assert (result.ok, result.changed) == (True, 0), result.summary()
 
 
-def test_ipmi_sim_lets_suite_0_in_with_any_password(second_run, bmcs):
-    """Why the module refuses suite 0: this BMC offers it, and it checks no password."""
+def test_harden_set_the_cipher_suite_levels_and_ipmi_sim_reads_them_back(first_run, bmcs, vault):
+    """Read back by ipmitool, not by rackform: LAN parameter 24 on channel 1. ipmi_sim lists
+    suites 1-16 in parameter 23, so only its third entry (suite 3) keeps administrator."""
+    for host, info in bmcs.items():
+        done = ipmitool(info, "rackform", site_password(vault, host), "raw", "0x0c", "0x02", "1", "24", "0", "0")
+        assert done.stdout.split() == ["11", "00", "00", "04", "00", "00", "00", "00", "00", "00"], (host, done.stderr)
+
+
+def test_ipmi_sim_still_lets_suite_0_in_and_the_site_exception_reports_it(first_run, bmcs):
+    """ipmi_sim stores the levels without honouring them: the proof finds suite 0 open, and the
+    site's recorded exception (tests/lab/sitebuilder.py) turns the failure into a report."""
+    found = facts(first_run, "node-1")
+    assert found["suite0_open"] is True and "stores the cipher suite privilege levels" in found["suite0_exception"]
     result = ipmitool(bmcs["node-1"], "rackform", "not-the-password", "chassis", "status", suite="0")
     assert result.returncode == 0, result.stderr
+
+
+def test_rotating_the_password_of_a_hardened_bmc(second_run, bmcs, vault, runs):
+    """`rackform secrets --rotate`: the run logs in with the previous password and sets the new one."""
+    info = bmcs["node-3"]
+    old = site_password(vault, "node-3")
+    vault.rotate(["node-3"])
+    new = site_password(vault, "node-3")
+    result = runs(limit="node-3")
+    assert (result.ok, result.changed > 0) == (True, True), result.summary()
+    assert ipmitool(info, "rackform", new, "chassis", "status").returncode == 0
+    assert ipmitool(info, "rackform", old, "chassis", "status").returncode != 0
+    again = runs(limit="node-3")
+    assert (again.ok, again.changed) == (True, 0), again.summary()
 
 
 # --- faults: each fails its own host, with a clear message, and is put right afterwards ----------

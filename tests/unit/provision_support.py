@@ -144,6 +144,8 @@ class FakeIpmi:
                 levels = bmc.cipher_levels
                 return {"data": bytearray([0x11, 0, *(levels[i] | levels[i + 1] << 4 for i in range(0, 16, 2))])}
             return {"error": "parameter not supported", "code": 0x80}
+        if (netfn, command) == (0x0C, 0x01) and data[1] == 0:  # Set In Progress, commit
+            return {"data": bytearray()}
         if (netfn, command) == (0x0C, 0x01) and data[1] == 24:  # Set LAN Configuration Parameters
             bmc.writes.append("cipher suite privileges")
             bmc.cipher_levels = [nibble for byte in data[3:11] for nibble in (byte & 0x0F, byte >> 4)]

@@ -22,6 +22,9 @@ from __future__ import absolute_import, division, print_function
 NETFN_TRANSPORT = 0x0C
 CMD_SET_LAN_CONFIGURATION = 0x01
 CMD_GET_LAN_CONFIGURATION = 0x02
+PARAMETER_SET_IN_PROGRESS = 0
+SET_COMPLETE, SET_IN_PROGRESS, COMMIT_WRITE = 0, 1, 2
+ALREADY_IN_PROGRESS = 0x81  # completion code: another client holds "set in progress"
 PARAMETER_CIPHER_SUITE_COUNT = 22
 PARAMETER_CIPHER_SUITE_ENTRIES = 23
 PARAMETER_CIPHER_SUITE_PRIVILEGES = 24
@@ -99,15 +102,31 @@ def allow_only(ipmi, channel, allowed=ALLOWED_SUITES, dry_run=False):
         ", ".join(str(s) for s in entries))
     if dry_run:
         return {"changed": True, "changes": [change], "cipher_suite_privileges": describe(entries, wanted)}
-    response = ipmi.raw_command(netfn=NETFN_TRANSPORT, command=CMD_SET_LAN_CONFIGURATION,
-                                data=[channel, PARAMETER_CIPHER_SUITE_PRIVILEGES] + list(encode_levels(wanted)))
-    if "error" in response:
-        raise CipherSettingError("setting the cipher suite privilege levels failed: %s" % response["error"])
+    # Set In Progress, the parameter, commit write, set complete (section 23.1): without the
+    # commit some firmware keeps the change only until it restarts (ipmi_sim does).
+    _set_in_progress(ipmi, channel, SET_IN_PROGRESS)
+    try:
+        response = ipmi.raw_command(netfn=NETFN_TRANSPORT, command=CMD_SET_LAN_CONFIGURATION,
+                                    data=[channel, PARAMETER_CIPHER_SUITE_PRIVILEGES] + list(encode_levels(wanted)))
+        if "error" in response:
+            raise CipherSettingError("setting the cipher suite privilege levels failed: %s" % response["error"])
+        _set_in_progress(ipmi, channel, COMMIT_WRITE)
+    finally:
+        _set_in_progress(ipmi, channel, SET_COMPLETE)
     kept = read_parameter(ipmi, channel, PARAMETER_CIPHER_SUITE_PRIVILEGES)
     if kept is None or decode_levels(kept) != wanted:
         raise CipherSettingError("the BMC accepted the cipher suite privilege levels but reads back %s, not %s"
                                  % (kept.hex() if kept else None, encode_levels(wanted).hex()))
     return {"changed": True, "changes": [change], "cipher_suite_privileges": describe(entries, wanted)}
+
+
+def _set_in_progress(ipmi, channel, state):
+    """LAN parameter 0. Optional in the spec: a BMC that refuses it is written without it, unless
+    another client is in the middle of changing the LAN settings."""
+    response = ipmi.raw_command(netfn=NETFN_TRANSPORT, command=CMD_SET_LAN_CONFIGURATION,
+                                data=[channel, PARAMETER_SET_IN_PROGRESS, state])
+    if response.get("code") == ALREADY_IN_PROGRESS and state == SET_IN_PROGRESS:
+        raise CipherSettingError("another client is changing the BMC's LAN settings (set in progress); try again")
 
 
 def exception_for(exceptions, manufacturer_id, product_id, opening):
