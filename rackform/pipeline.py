@@ -68,48 +68,43 @@ VERIFY_STAGE = "verify"
 
 
 def stage_digests(files: Mapping[str, bytes]) -> dict[str, str]:
-    """Stage -> digest of the rendered files it reads (`rackform.render.digest.stage_digest`).
+    """Stage -> digest of the rendered files it reads (`rackform.render.digest.stage_contents`).
 
     verify checks what every stage before it did, so its digest also covers theirs:
     it runs again whenever any earlier stage would. A stage with nothing to hash
     (no playbook and no files of its own) has no digest.
     """
-    from rackform.render.digest import stage_digest
+    return {stage: digest for stage, (digest, _inputs) in stage_fingerprints(files).items()}
 
-    digests: dict[str, str] = {}
+
+def stage_inputs(files: Mapping[str, bytes], stages: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+    """Stage -> {path: short sha256 of what the stage reads of it}: recorded with the digest,
+    so `rackform plan` can name the files that changed since a stage was applied."""
+    return {stage: inputs for stage, (_digest, inputs) in stage_fingerprints(files).items()
+            if stages is None or stage in stages}
+
+
+def stage_fingerprints(files: Mapping[str, bytes]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Stage -> (digest, {path: short hash}) in one pass over what each stage reads."""
+    from rackform.render.digest import digest_of, stage_contents
+
+    files = dict(files)
+    found: dict[str, tuple[str, dict[str, str]]] = {}
     for stage in STAGES:
         if stage.playbook is not None and stage.playbook not in files:
             continue  # a project rendered without this stage's playbook
         try:
-            digests[stage.name] = stage_digest(dict(files), stage.name)
+            contents = stage_contents(files, stage.name)
         except ValueError:
             continue
-    if VERIFY_STAGE in digests:  # after every stage it checks (STAGES order)
+        inputs = {path: hashlib.sha256(content).hexdigest()[:INPUT_HASH_CHARS] for path, content in contents.items()}
+        found[stage.name] = (digest_of(contents), inputs)
+    if VERIFY_STAGE in found:  # after every stage it checks (STAGES order)
         chained = hashlib.sha256()
-        for name, digest in digests.items():
+        for name, (digest, _inputs) in found.items():
             chained.update(f"{name}\0{digest}\0".encode())
-        digests[VERIFY_STAGE] = chained.hexdigest()
-    return digests
-
-
-def stage_inputs(files: Mapping[str, bytes], stages: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
-    """Stage -> {path: short sha256 of what the stage reads of it} (`rackform.render.digest.stage_contents`):
-    recorded with the digest, so `rackform plan` can name the files that changed since a stage was applied."""
-    from rackform.render.digest import stage_contents
-
-    inputs: dict[str, dict[str, str]] = {}
-    for stage in STAGES:
-        if stages is not None and stage.name not in stages:
-            continue
-        if stage.playbook is not None and stage.playbook not in files:
-            continue
-        try:
-            contents = stage_contents(dict(files), stage.name)
-        except ValueError:
-            continue
-        inputs[stage.name] = {path: hashlib.sha256(content).hexdigest()[:INPUT_HASH_CHARS]
-                              for path, content in contents.items()}
-    return inputs
+        found[VERIFY_STAGE] = (chained.hexdigest(), found[VERIFY_STAGE][1])
+    return found
 
 
 INPUT_HASH_CHARS = 16

@@ -38,37 +38,63 @@ def site_names(root: Path, names: list[str], every: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rackform.model.source import BadInput
-    from rackform.pipeline import DesignRejected
-    from rackform.run.applied import AppliedStateError
-    from rackform.run.plan import file_diffs, plan_site
-
     try:
         names = site_names(args.root, args.sites, args.all)
     except ValueError as error:
         print(f"rackform plan: {error}", file=sys.stderr)
         return 2
     plans, bad = [], 0
-    for name in names:
-        try:
-            plans.append(plan_site(name, args.root))
-        except (BadInput, DesignRejected) as error:
+    for plan, problems in plan_sites(names, args.root, keep_render=args.diff):
+        for line in problems:
+            print(line, file=sys.stderr)
+        if plan is None:
             bad += 1
-            for line in getattr(error, "errors", None) or getattr(error, "findings", []):
-                print(line, file=sys.stderr)
-            print(f"rackform plan: {name}: the design has errors; no plan", file=sys.stderr)
-        except AppliedStateError as error:
-            bad += 1
-            print(f"rackform plan: {error}", file=sys.stderr)
+        else:
+            plans.append(plan)
     if args.json:
         print(json.dumps({"sites": [plan.as_dict() for plan in plans]}, indent=2))
     else:
+        from rackform.run.plan import file_diffs
+
         for plan in plans:
             print("\n".join(plan_lines(plan)))
             if args.diff:
                 print("\n".join(file_diffs(plan, [stage for stage in plan.stages if stage.runs])))
         print(summary_line(plans))
     return 2 if bad else 0
+
+
+def plan_sites(names: list[str], root: Path, *, keep_render: bool = False):
+    """(plan or None, error lines) per site, in order; sites are planned on every core
+    (each is independent: load, check, render in memory, compare)."""
+    if len(names) < 2:
+        return [_plan_one(name, root, keep_render) for name in names]
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(len(names), os.cpu_count() or 1)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_plan_one, names, [root] * len(names), [keep_render] * len(names),
+                             chunksize=max(1, len(names) // (workers * 4))))
+
+
+def _plan_one(name: str, root: Path, keep_render: bool):
+    from rackform.model.source import BadInput
+    from rackform.pipeline import DesignRejected
+    from rackform.run.applied import AppliedStateError
+    from rackform.run.plan import plan_site
+
+    try:
+        plan = plan_site(name, root)
+    except (BadInput, DesignRejected) as error:
+        lines = [str(line) for line in getattr(error, "errors", None) or getattr(error, "findings", [])]
+        return None, [*lines, f"rackform plan: {name}: the design has errors; no plan"]
+    except AppliedStateError as error:
+        return None, [f"rackform plan: {error}"]
+    if not keep_render:
+        plan.rendered = {}  # megabytes per site, needed only for --diff
+    return plan, []
 
 
 def plan_lines(plan) -> list[str]:

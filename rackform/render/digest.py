@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import yaml
@@ -145,6 +146,7 @@ def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
 
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _VAR_DIRS = (("inventory", "group_vars"), ("inventory", "host_vars"))
+_CODE_SUFFIXES = (".yml", ".yaml", ".j2", ".py", ".cfg")
 _CLOSURE_ROUNDS = 3
 """Rounds of adding the names used inside read values (a: "{{ b }}" makes b read too)."""
 
@@ -154,14 +156,28 @@ def _words(content: bytes) -> frozenset[str]:
     return frozenset(word.decode() for word in _WORD.findall(content))
 
 
+@dataclass(frozen=True, slots=True)
+class _VarFile:
+    """A variable file's top-level keys, each with the names its value uses and a hash of the value."""
+
+    keys: dict[str, tuple[frozenset[str], bytes]]
+
+
 @lru_cache(maxsize=65536)
-def _variables(content: bytes) -> dict | None:
-    """A variable file's top-level mapping (None when it is not one: then it counts whole)."""
+def _var_file(content: bytes) -> _VarFile | None:
+    """Parsed once per distinct content (None when it is not a mapping: then it counts whole)."""
     try:
         data = yaml.load(content, Loader=_Loader)
     except yaml.YAMLError:
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    keys = {}
+    for key, value in data.items():
+        text = json.dumps(value, sort_keys=True, default=str).encode()
+        keys[str(key)] = (_words(text) if isinstance(value, (str, list, dict)) else frozenset(),
+                          hashlib.sha256(text).digest())
+    return _VarFile(keys)
 
 
 def _is_var_file(path: str) -> bool:
@@ -170,41 +186,44 @@ def _is_var_file(path: str) -> bool:
 
 def stage_contents(files: dict[str, bytes], stage: str) -> dict[str, bytes]:
     """Path -> what of it the stage reads: whole files, and for inventory variable files
-    the variables the stage's code names (see the module doc); files it reads nothing of are left out."""
+    the variables the stage's code names (see the module doc), as `name=hash` lines;
+    files it reads nothing of are left out."""
     paths = stage_files(files, stage)
-    code = [path for path in paths if not _is_var_file(path)]
     if stage in _DIRECTORY_STAGES:
         return {path: files[path] for path in paths}
-    names: set[str] = set().union(*(_words(files[path]) for path in code if path.endswith((".yml", ".yaml", ".j2", ".py", ".cfg"))))
-    variables = {path: _variables(files[path]) for path in paths if _is_var_file(path)}
+    code = [path for path in paths if not _is_var_file(path)]
+    names: set[str] = set().union(*(_words(files[path]) for path in code if path.endswith(_CODE_SUFFIXES)))
+    variables = {path: _var_file(files[path]) for path in paths if _is_var_file(path)}
     for _ in range(_CLOSURE_ROUNDS):
-        more = set()
-        for data in variables.values():
-            for key, value in (data or {}).items():
-                if _reads(key, names) and isinstance(value, (str, list, dict)):
-                    more |= _words(json.dumps(value, default=str).encode())
+        more = {word for parsed in variables.values() if parsed is not None
+                for key, (used, _hash) in parsed.keys.items() if _reads(key, names) for word in used}
         if more <= names:
             break
         names |= more
     contents = {path: files[path] for path in code}
-    for path, data in variables.items():
-        if data is None:
+    for path, parsed in variables.items():
+        if parsed is None:
             contents[path] = files[path]
             continue
-        read = {key: value for key, value in data.items() if _reads(key, names)}
+        read = [key.encode() + b"=" + value_hash for key, (_used, value_hash) in sorted(parsed.keys.items())
+                if _reads(key, names)]
         if read:
-            contents[path] = json.dumps(read, sort_keys=True, default=str).encode()
+            contents[path] = b"\n".join(read)
     return dict(sorted(contents.items()))
 
 
-def _reads(key, names: set[str]) -> bool:
-    return isinstance(key, str) and (key in names or key.startswith("ansible_"))
+def _reads(key: str, names: set[str]) -> bool:
+    return key in names or key.startswith("ansible_")
 
 
 def stage_digest(files: dict[str, bytes], stage: str) -> str:
     """sha256 (hex) over the names and the read contents (`stage_contents`) of the files `stage` depends on."""
+    return digest_of(stage_contents(files, stage))
+
+
+def digest_of(contents: dict[str, bytes]) -> str:
     digest = hashlib.sha256()
-    for path, content in stage_contents(files, stage).items():
+    for path, content in contents.items():
         digest.update(f"{path}\0{len(content)}\0".encode())
         digest.update(content)
     return digest.hexdigest()

@@ -2,7 +2,7 @@
 
 A stage is compared with what was last applied to it (`rackform.run.applied`,
 state/<site>.json), using the digests `rackform deploy` and the Pulumi `Playbook`
-record and diff on (`rackform.pipeline.stage_digests`):
+record and diff on (`rackform.pipeline.stage_fingerprints`):
 
     new        never applied
     changed    its inputs differ from what was applied (the files are named)
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackform.pipeline import STAGES, VERIFY_STAGE, build_dir, load_and_check, stage_digests, stage_inputs
+from rackform.pipeline import STAGES, VERIFY_STAGE, build_dir, load_and_check, stage_fingerprints
 from rackform.run import applied
 
 NEW, CHANGED, PENDING, UNCHANGED, BLOCKED = "new", "changed", "pending", "unchanged", "blocked"
@@ -95,14 +95,13 @@ def block_unavailable(plan: SitePlan, project_dir: Path) -> SitePlan:
 def compare(site: str, files: dict[str, bytes], last: dict[str, applied.AppliedStage],
             project_dir: Path | None = None) -> SitePlan:
     """The plan for a render (`files`) against the applied state `last`."""
-    digests = stage_digests(files)
-    inputs = stage_inputs(files, list(digests))
+    fingerprints = stage_fingerprints(files)
     plans: list[StagePlan] = []
     for stage in STAGES:
-        if stage.name not in digests:
+        if stage.name not in fingerprints:
             continue
-        plans.append(_stage_plan(stage.name, digests[stage.name], inputs.get(stage.name, {}), last.get(stage.name),
-                                 plans))
+        digest, inputs = fingerprints[stage.name]
+        plans.append(_stage_plan(stage.name, digest, inputs, last.get(stage.name), plans))
     return SitePlan(site, plans, files, project_dir)
 
 

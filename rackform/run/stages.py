@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.checks import Finding
-from rackform.pipeline import build_dir, load_and_check, stage_digests, stage_inputs
+from rackform.pipeline import build_dir, load_and_check, stage_fingerprints
 from rackform.render.writer import WriteResult
 from rackform.run import applied
 from rackform.run.ansible import RunResult, TaskFailure
@@ -96,9 +96,11 @@ def run_stages(
             runner=runner, stage_runners=_stage_runners(project_dir, env.envvars, wanted), diff=diff,
             left_out=left_out,
         )
-        digests = {name: digest for name, digest in stage_digests(files).items()
-                   if any(run.step.name == name and run.result is not None for run in report.runs)}
-        recorded = {} if check else _record(root, site.name, report, digests, stage_inputs(files, list(digests)),
+        ran = {run.step.name for run in report.runs if run.result is not None}
+        fingerprints = {name: found for name, found in stage_fingerprints(files).items() if name in ran}
+        digests = {name: digest for name, (digest, _inputs) in fingerprints.items()}
+        inputs = {name: files_read for name, (_digest, files_read) in fingerprints.items()}
+        recorded = {} if check else _record(root, site.name, report, digests, inputs,
                                             limit=limit, via=via, left_out=left_out)
     return SiteRun(site.name, report, rendered, project_dir, warnings, digests, recorded)
 
