@@ -4,7 +4,6 @@
     ├── HciBlock lab-hci-1, StorageBlock lab-stor-1, DgxNode lab-gpu-1 ...
     │   └── BareMetalNode lab-mgmt-1-bmc ...   (one per node with a BMC, after lab-provision)
     ├── SwitchGroup lab-compute-leaf-r1, lab-compute-spine, lab-oob-r1
-    │   └── SwitchConfig <site>-<switch>-config   (Onyx switches; the fabric stage waits for them)
     ├── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes
     ├── GpuPlatform lab-platform   (kubeconfig: the secret output of lab-kubernetes)
     └── Playbook lab-verify        (after the platform)
@@ -27,15 +26,11 @@ from components.stages import stage_chain
 from components.switches import SwitchGroup, switch_groups
 from providers.baremetal import BareMetalNode, BareMetalNodeArgs
 from providers.playbook import Playbook
-from providers.switch_config import SwitchConfig, SwitchConfigArgs, desired_configs
 
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import load_matrix
 from rackform.model.site import Site
 
-PUSHED_SWITCH_OS = ("onyx",)
-"""Switch OSes whose configuration a SwitchConfig resource pushes (netmiko). No stage playbook
-configures them (templates/playbooks/fabric.yml.j2 targets Cumulus only)."""
 RESOURCE_WARNING_COUNT = 1000
 """Above this many resources a stack's preview takes minutes: say so."""
 NO_CLUSTER_KUBECONFIG = """\
@@ -81,12 +76,10 @@ class SiteCluster(pulumi.ComponentResource):
         placed = {device.name: block_args(site, device) for device in site.devices() if device.switch is None}
         self.blocks = self._create_blocks(name, site, placed)
         self.switch_groups = self._create_switch_groups(name, site)
-        self.switch_configs = self._create_switch_configs(name, site, args.root)
-        # The components themselves do nothing to wait for; what the stages wait for are
-        # the Onyx pushes (the fabric stage). A block's BareMetalNodes wait for provision.
+        # The components themselves do nothing to wait for: every switch, Onyx and Cumulus,
+        # is configured by the fabric stage. A block's BareMetalNodes wait for provision.
         platform = self._platform_maker(name, site, args.root) if site.kubernetes is not None else None
-        self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests, self, platform,
-                                           waits={"fabric": list(self.switch_configs.values())})
+        self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests, self, platform)
         self.playbooks = {stage: r for stage, r in self.stage_resources.items() if isinstance(r, Playbook)}
         self.nodes = (self._create_nodes(name, site, args.root, self.playbooks.get("provision"))
                       if args.bare_metal_nodes else {})
@@ -112,24 +105,6 @@ class SiteCluster(pulumi.ComponentResource):
             )
             for device in site.devices()
             if device.name in placed
-        }
-
-    def _create_switch_configs(self, name: str, site: Site, root: str) -> dict[str, SwitchConfig]:
-        """One SwitchConfig per managed switch that no playbook configures (Onyx), under its group."""
-        group_of = {switch: self.switch_groups[group] for group, args in switch_groups(site).items()
-                    for switch in args.switches}
-        pushed = [switch.name for switch in site.switches.values() if switch.os in PUSHED_SWITCH_OS]
-        if not pushed:
-            return {}
-        configs = desired_configs(site)
-        return {
-            switch: SwitchConfig(
-                f"{name}-{switch}-config",
-                SwitchConfigArgs(site=site.name, switch=switch, os=configs[switch][0], root=root,
-                                 config=configs[switch][1]),
-                pulumi.ResourceOptions(parent=group_of[switch]),
-            )
-            for switch in pushed
         }
 
     def _create_nodes(self, name: str, site: Site, root: str, provision: Playbook | None) -> dict[str, BareMetalNode]:
@@ -179,7 +154,7 @@ class SiteCluster(pulumi.ComponentResource):
 
     def resource_count(self) -> int:
         platform = 0 if self.platform is None else self.platform.resource_count()
-        return (1 + len(self.blocks) + len(self.nodes) + len(self.switch_groups) + len(self.switch_configs)
+        return (1 + len(self.blocks) + len(self.nodes) + len(self.switch_groups)
                 + len(self.playbooks) + platform)
 
     def _warn_if_large(self, name: str) -> None:

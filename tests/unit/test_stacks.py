@@ -242,22 +242,16 @@ def waited_for(built: Built, resource: Registration) -> set[str]:
 
 
 def test_each_stage_depends_on_the_previous_one(built: Built):
-    """And the fabric stage also on the switch configurations rackform pushes (Onyx)."""
     stages = [r for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
-    pushed = {r.name for r in built.monitor.by_type(SWITCH_CONFIG_TYPE)}
     chain = [(r.name, set(r.dependencies)) for r in stages]
-    expected = [(s.name, waited_for(built, previous) | (pushed if s.name.endswith("-fabric") else set()))
-                for previous, s in zip(stages, stages[1:])]
+    expected = [(s.name, waited_for(built, previous)) for previous, s in zip(stages, stages[1:])]
     assert chain[1:] == expected
 
 
-def test_onyx_switches_get_a_switch_config_under_their_group(built: Built):
-    site, _ = load_and_check(built.site, REPO)
-    onyx = {f"{site.name}-{name}-config" for name, switch in site.switches.items() if switch.os == "onyx"}
-    configs = built.monitor.by_type(SWITCH_CONFIG_TYPE)
-    assert {r.name for r in configs} == onyx
-    assert all(r.parent.startswith(f"{site.name}-") and r.inputs["os"] == "onyx"
-               and "dcb priority-flow-control" in "".join(r.inputs["config"].values()) for r in configs)
+def test_no_switch_has_a_second_owner_besides_the_fabric_stage(built: Built):
+    """Onyx and Cumulus switches alike are configured by the fabric stage's playbook
+    (roles onyx_switch, switch_baseline): the program registers no SwitchConfig."""
+    assert built.monitor.by_type(SWITCH_CONFIG_TYPE) == []
 
 
 def test_the_platform_stage_sits_between_kubernetes_and_verify(built: Built):
