@@ -26,7 +26,7 @@ from typing import Any
 
 from rackform.model import loader, schema
 from rackform.model.site import Host, Switch
-from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
+from rackform.model.source import BadInput, LineDict, Loc, SourceError
 
 HOST_KEYS = tuple(schema.HostVars.model_fields)
 """What rackform reads per host; every other host variable passes through."""
