@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from rackform import cli
+
 from rackform.fabric import apply_cli
 from rackform.lab import lab, state
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
@@ -350,6 +352,22 @@ def onyx_half_way(onyx_again, tmp_path_factory, onyx):
     switch.inject_config_failure(after_lines=2)
     outcome = onyx_apply(write_fabtest(tmp_path_factory.mktemp("onyx-root"), onyx_design(9100)), onyx)
     return outcome, before
+
+
+def test_onyx_switch_is_configured_by_deploy_too(onyx_again, tmp_path_factory, onyx):
+    """`rackform deploy --stage fabric`: the same stage runner, so the switch `fabric apply`
+    configured is found as designed (the Onyx play ran on it and changed nothing)."""
+    root = write_fabtest(tmp_path_factory.mktemp("onyx-root"), onyx_design())
+    host_vars = root / "inventories" / SITE / "host_vars" / "leaf-2.yml"
+    host_vars.write_text(host_vars.read_text() + f"onyx_switch_host: 127.0.0.1\nonyx_switch_port: {onyx.port}\n")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RACKFORM_SWITCH_PASSWORD", ONYX_PASSWORD)
+        patch.setenv("RACKFORM_SWITCH_USER", "admin")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = cli.main(["deploy", SITE, "--root", str(root), "--stage", "fabric", "--limit", "leaf-2"])
+    print(out.getvalue())
+    assert code == 0 and re.search(r"^fabric\s+[\d.]+ s\s+1\s+\d+\s+0\s+0\s+0", out.getvalue(), re.M), out.getvalue()
 
 
 def test_onyx_push_shows_the_diff_then_saves(onyx_first):
