@@ -77,6 +77,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
     add(commands, "new-site", new_site := __import__("rackform.commands.new_site", fromlist=["run"]), new_site.HELP)
+    add(commands, "node", __import__("rackform.commands.node", fromlist=["run"]), "Add, replace or retire a server (day 2).")
     add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
     fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."
     fabric = commands.add_parser("fabric", help=fabric_help, description=fabric_help)
