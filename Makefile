@@ -15,7 +15,7 @@ SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install apt demo test test-fast bench clean
+.PHONY: install apt demo test test-fast bench clean lock
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -25,11 +25,21 @@ apt:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
+
+# Re-resolve the dependencies in a scratch venv (newest versions pyproject.toml allows)
+# and write them to requirements.lock; review the diff, run `make test`, commit both.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q --upgrade pip
+	.lock-venv/bin/pip install -q -e '.[dev]'
+	(echo "# Exact versions CI and \`make test\` install (pip constraints). Refresh: \`make lock\` (docs/install.md)."; \
+	 .lock-venv/bin/pip freeze --exclude-editable | grep -v '^rackform') > requirements.lock
+	rm -rf .lock-venv
 
 install: apt $(STAMP)
 

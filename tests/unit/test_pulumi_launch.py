@@ -84,7 +84,10 @@ def test_pulumi_install_reads_requirements_from_the_program_folder():
     """`pulumi install` runs pip in the program folder on its requirements.txt."""
     lines = [line.strip() for line in (program_folder() / "requirements.txt").read_text().splitlines()]
     editable = [line.split(maxsplit=1)[1] for line in lines if line.startswith("-e ")]
-    assert editable and (program_folder() / editable[0] / "pyproject.toml").is_file()
+    assert editable and (program_folder() / editable[0].split("[")[0] / "pyproject.toml").is_file()
+    assert editable[0].endswith("[pulumi]")  # the extra that brings pulumi and pulumi-kubernetes
+    constraints = [line.split(maxsplit=1)[1] for line in lines if line.startswith("-c ")]
+    assert constraints and (program_folder() / constraints[0]).resolve() == (REPO / "requirements.lock").resolve()
 
 
 # ---------------------------------------------------------------- the provider host, as the engine starts it
