@@ -35,6 +35,10 @@ class FakeBmcConfig:
     ipmi20: bool = True
     ipmi15: bool = False
     """Also takes IPMI 1.5 (MD5) logins, and says so in its authentication capabilities."""
+    kg: bytes | None = None
+    """The BMC key K_g: keys the session instead of the password (IPMI 2.0 section 13.31)."""
+    repeat_sequence: bool = False
+    """Seal every reply with session sequence number 1 (what a replayed packet looks like)."""
     honours_cipher_levels: bool = True
     """False: stores LAN parameter 24 and lets every suite in anyway (ipmi_sim)."""
     power: str = "off"
@@ -248,8 +252,8 @@ class FakeBmc:
         if payload[8:] != expected:
             reply = head + bytes((0x0F, 0, 0)) + struct.pack("<I", session.console_session_id)
             return wire.rmcp_plus_packet(wire.PAYLOAD_RAKP4, reply)
-        sik = wire.session_integrity_key(session.suite, password, session.console_random, session.bmc_random,
-                                         session.role, session.user)
+        sik = wire.session_integrity_key(session.suite, self.config.kg or password, session.console_random,
+                                         session.bmc_random, session.role, session.user)
         session.keys = wire.SessionKeys.derive(session.suite, sik)
         self.logins += 1
         check = wire.rakp4_integrity_check(session.suite, sik, session.console_random, bmc_session,
@@ -273,7 +277,7 @@ class FakeBmc:
         netfn, command, data = request[1] >> 2, request[5], request[6:-1]
         self.commands.append((netfn, command))
         code, reply_data = self._command(netfn, command, data, packet.session_id)
-        session.sequence += 1
+        session.sequence = 1 if self.config.repeat_sequence else session.sequence + 1
         return session.keys.seal(session.console_session_id, session.sequence, _response(request, code, reply_data))
 
     # --- commands ------------------------------------------------------------------------------

@@ -11,28 +11,11 @@ written once.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from rackform.ipmi.module_utils import MODULE_UTILS_DIR, load
 
-from rackform.paths import ROLES_DIR
+MODULE_UTILS_FILE = MODULE_UTILS_DIR / "rackform_ipmi_wire.py"
 
-MODULE_UTILS_FILE = ROLES_DIR / "bmc_ipmi" / "module_utils" / "rackform_ipmi_wire.py"
-_MODULE_NAME = "rackform.ipmi._module_utils_wire"
-
-
-def _load():
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, MODULE_UTILS_FILE)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{MODULE_UTILS_FILE}: missing (the bmc_ipmi role ships with rackform)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_shared = _load()
+_shared = load("rackform_ipmi_wire")
 
 ACCEPTED_CIPHER_SUITES: tuple[int, ...] = _shared.ACCEPTED_CIPHER_SUITES
 AuthCapabilities = _shared.AuthCapabilities

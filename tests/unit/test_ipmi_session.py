@@ -166,3 +166,45 @@ def test_logins_try_the_password_then_its_first_16_bytes_then_the_previous_ones(
 
 def test_previous_passwords_stay_out_of_repr():
     assert "old-one" not in repr(Credentials("ADMIN", "new", previous=("old-one",)))
+
+
+# --- the BMC key (K_g) and the BMC's session sequence numbers -----------------------------------
+
+KG = b"0123456789abcdefghij"
+
+
+@pytest.mark.parametrize("suite", [17, 3])
+def test_a_bmc_with_a_kg_logs_in_with_the_same_key(suite):
+    with FakeBmc(FakeBmcConfig(suites=frozenset({suite}), kg=KG, power="on")) as fake:
+        with LanSession(fake.address, Credentials("ADMIN", "ADMIN"), port=fake.port, kg=KG) as session:
+            assert session.command(0x00, 0x01)[0] & 0x01 == 1
+
+
+def test_a_wrong_kg_is_an_auth_rejection_naming_the_key():
+    with FakeBmc(FakeBmcConfig(kg=KG)) as fake:
+        session = LanSession(fake.address, Credentials("ADMIN", "ADMIN"), port=fake.port, kg=b"another key")
+        with pytest.raises(IpmiError, match="another BMC key") as caught:
+            session.open()
+        assert caught.value.reason is Reason.AUTH_REJECTED
+
+
+def test_no_kg_against_a_bmc_with_one_fails_the_login():
+    with FakeBmc(FakeBmcConfig(kg=KG)) as fake:
+        with pytest.raises(IpmiError):
+            LanSession(fake.address, Credentials("ADMIN", "ADMIN"), port=fake.port).open()
+
+
+def test_a_reply_with_a_session_sequence_seen_before_is_dropped():
+    with FakeBmc(FakeBmcConfig(repeat_sequence=True, power="on")) as fake:
+        timeouts = Timeouts(reply_s=0.2, resends=0)
+        with LanSession(fake.address, Credentials("ADMIN", "ADMIN"), port=fake.port, timeouts=timeouts) as session:
+            # the login's Set Session Privilege reply carried sequence 1; every later reply repeats it
+            with pytest.raises(IpmiError) as caught:
+                session.command(0x00, 0x01)
+            assert caught.value.reason is Reason.TIMEOUT
+
+
+def test_sequence_window_accepts_late_packets_once():
+    session = LanSession("192.0.2.1", Credentials("ADMIN", "ADMIN"))
+    accepted = [session._fresh(n) for n in (1, 3, 2, 3, 40, 30, 24, 0)]
+    assert accepted == [True, True, True, False, True, True, False, False]

@@ -104,3 +104,39 @@ def test_rakp_codes_depend_on_the_password():
     right = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN", **arguments)
     wrong = wire.rakp2_auth_code(wire.SUITE_3, b"ADMIN2", **arguments)
     assert right != wrong and len(right) == 20
+
+
+# --- one copy: the fleet runs the Ansible module's files -----------------------------------------
+
+def test_the_session_packets_and_errors_are_the_roles_module_utils():
+    from rackform.ipmi import errors, session
+    from rackform.ipmi.module_utils import MODULE_UTILS_DIR
+
+    for function, file in ((session.LanSession.open, "rackform_ipmi_lan.py"),
+                           (wire.rakp2_auth_code, "rackform_ipmi_rmcp.py"),
+                           (errors.ipmi15_only, "rackform_ipmi_errors.py")):
+        assert function.__code__.co_filename == str(MODULE_UTILS_DIR / file)
+
+
+# --- AES-CBC-128 without `cryptography` (what the module falls back to) ----------------------------
+
+def test_the_pure_python_aes_gives_the_fips_197_vector():
+    from rackform.ipmi.module_utils import load
+
+    aes = load("rackform_ipmi_aes")
+    key, plain = bytes(range(16)), bytes.fromhex("00112233445566778899aabbccddeeff")
+    assert aes.pure_cbc_encrypt(key, bytes(16), plain).hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+def test_the_pure_python_aes_agrees_with_cryptography_both_ways():
+    import os
+
+    from rackform.ipmi.module_utils import load
+
+    aes = load("rackform_ipmi_aes")
+    assert aes.Cipher is not None  # rackform's own runs use cryptography
+    for blocks in (1, 2, 5):
+        key, iv, plain = os.urandom(16), os.urandom(16), os.urandom(16 * blocks)
+        sealed = aes.cbc_encrypt(key, iv, plain)
+        assert aes.pure_cbc_encrypt(key, iv, plain) == sealed
+        assert aes.pure_cbc_decrypt(key, iv, sealed) == plain
