@@ -78,6 +78,9 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")
     add(commands, "new-site", new_site := __import__("rackform.commands.new_site", fromlist=["run"]), new_site.HELP)
     add(commands, "node", __import__("rackform.commands.node", fromlist=["run"]), "Add, replace or retire a server (day 2).")
+    add(commands, "maintain", maintain := __import__("rackform.commands.maintain", fromlist=["run"]), maintain.HELP)
+    add(commands, "upgrade", upgrade := __import__("rackform.commands.upgrade", fromlist=["run"]), upgrade.HELP)
+    add(commands, "scale", scale := __import__("rackform.commands.scale", fromlist=["run"]), scale.HELP)
     add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
     fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."
     fabric = commands.add_parser("fabric", help=fabric_help, description=fabric_help)
