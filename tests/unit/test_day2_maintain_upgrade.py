@@ -1,0 +1,93 @@
+"""Rolling-maintenance batches, the maintain refusals, and `upgrade`'s version step rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from rackform.cli import main
+from rackform.day2 import maintain, upgrade
+from rackform.model.source import BadInput
+
+
+def test_batches_respect_batch_and_max_unavailable():
+    hosts = ["a", "b", "c", "d", "e"]
+    assert maintain.batches(hosts, 2) == [["a", "b"], ["c", "d"], ["e"]]
+    assert maintain.batches(hosts, 3, max_unavailable=1) == [["a"], ["b"], ["c"], ["d"], ["e"]]
+    with pytest.raises(ValueError, match="--batch must be at least 1"):
+        maintain.batches(hosts, 0)
+
+
+def test_maintain_dry_run_lists_the_batches(site_root, capsys):
+    assert main(["maintain", "lab", "--root", str(site_root), "--batch", "4", "--max-unavailable", "2",
+                 "--power-cycle", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "maintain lab: 6 host(s) in 3 batch(es) of at most 2: BMC power cycle" in out
+    assert "  batch 1: mgmt-1, mgmt-2\n  batch 2: mgmt-3, stor-1\n  batch 3: gpu-1, gpu-2\n" in out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--batch", "2"], "nothing to do: give --reboot, --upgrade-packages, --hook PATH and/or --power-cycle"),
+    (["--batch", "2", "--reboot", "--limit", "gpu-9"], "unknown host(s) gpu-9"),
+    (["--batch", "0", "--reboot"], "--batch must be at least 1"),
+    (["--batch", "1", "--hook", "/nonexistent/fw-update"], "/nonexistent/fw-update: no such program"),
+])
+def test_maintain_refusals_exit_2(site_root, capsys, argv, said):
+    assert main(["maintain", "lab", "--root", str(site_root), *argv]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_hook_gets_the_hosts_facts(tmp_path, lab_site):
+    hook = tmp_path / "hook.sh"
+    hook.write_text('#!/bin/sh\necho "$RACKFORM_HOST $RACKFORM_BMC_ADDRESS $RACKFORM_BLOCK"\n'
+                    '[ "$RACKFORM_HOST" != gpu-2 ]\n')
+    hook.chmod(0o755)
+    assert maintain.run_hook(hook, lab_site, lab_site.hosts["gpu-1"]) == (True, "hook exit 0: gpu-1 10.10.1.15 dgx-h100")
+    assert maintain.run_hook(hook, lab_site, lab_site.hosts["gpu-2"]) == (False, "hook exit 1: gpu-2 10.10.1.16 dgx-h100")
+
+
+def test_upgrade_patch_step_is_allowed(lab_site, repo_root):
+    assert upgrade.check_step(lab_site, repo_root, "1.31.5") == ["1.31.4 -> 1.31.5"]
+
+
+@pytest.mark.parametrize("target, said", [
+    ("1.30.9", "1.30.9 is older than the site's 1.31.4: kubeadm does not downgrade a cluster"),
+    ("1.33.0", "skips a minor: kubeadm upgrades one minor at a time; go to 1.32.x first"),
+    ("2.0", "'2.0' is not a Kubernetes version like 1.31.4"),
+])
+def test_upgrade_step_refusals(lab_site, repo_root, target, said):
+    with pytest.raises(BadInput, match=said.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        upgrade.check_step(lab_site, repo_root, target)
+
+
+def test_upgrade_to_a_minor_the_platform_lacks_says_what_must_change(site_root, capsys):
+    before = (site_root / "topologies/sites/lab.yaml").read_text()
+    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.32.0"]) == 2
+    err = capsys.readouterr().err
+    assert ("topologies/versions.yaml:20: platform.versions.gpu_operator: gpu_operator v24.9.1 does not support "
+            "Kubernetes 1.32") in err
+    assert "the matrix has no gpu_operator release for 1.32: add one (with its source) first" in err
+    assert (site_root / "topologies/sites/lab.yaml").read_text() == before
+
+
+def test_upgrade_from_an_older_pinned_minor_one_step(lab_files):
+    lab_files.edit("topologies/sites/lab.yaml", "  control_plane: [mgmt-1, mgmt-2, mgmt-3]",
+                   '  version: "1.29.3"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]')
+    site = lab_files.load()
+    # 1.29 -> 1.30: calico v3.29.1 supports 1.30, everything else too: allowed.
+    assert upgrade.check_step(site, lab_files.root, "1.30.1") == ["1.29.3 -> 1.30.1"]
+
+
+def test_upgrade_writes_the_version_quoted_in_place(site_root, capsys):
+    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.31.5"]) == 0
+    out = capsys.readouterr().out
+    assert '+  version: "1.31.5"\n' in out
+    assert "upgrade-cluster.yml not run: no kubeconfig for this site" in out
+    text = (site_root / "topologies/sites/lab.yaml").read_text()
+    assert "kubernetes:  # version, pod and service prefixes" in text and '  version: "1.31.5"\n' in text
+
+
+def test_scale_refusals(site_root, capsys):
+    assert main(["scale", "lab", "--root", str(site_root), "--nodes", "gpu-9"]) == 2
+    assert "unknown host(s) gpu-9" in capsys.readouterr().err
+    assert main(["scale", "lab", "--root", str(site_root), "--nodes", "mgmt-1"]) == 2
+    assert "mgmt-1 are control-plane nodes" in capsys.readouterr().err
