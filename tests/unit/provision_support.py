@@ -14,7 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "bmc_ipmi"
-MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_session", "rackform_ipmi_users",
+MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_errors", "rackform_ipmi_rmcp",
+                "rackform_ipmi_lan", "rackform_ipmi_commands", "rackform_ipmi_session", "rackform_ipmi_users",
                 "rackform_ipmi_chassis")
 FAKE_BMC_SCRIPT = REPO / "tests" / "lab" / "provision_fake_bmc.py"
 
@@ -31,8 +32,9 @@ def _load(name: str, path: Path):
 
 def load_ipmi_modules() -> dict:
     """{short name: module} for the module_utils and the module itself (`rackform_ipmi`)."""
-    loaded = {name: _load(f"ansible.module_utils.{name}", ROLE / "module_utils" / f"{name}.py")
-              for name in MODULE_UTILS}
+    from rackform.ipmi.module_utils import load  # the loader rackform itself uses: one copy in the process
+
+    loaded = {name: load(name) for name in MODULE_UTILS}
     loaded["rackform_ipmi"] = _load("rackform_ipmi_module", ROLE / "library" / "rackform_ipmi.py")
     return loaded
 
@@ -207,7 +209,7 @@ class FakeIpmi:
 def fake_login(bmc: FakeBmc, session_module, logins: list | None = None):
     """A `login(address, port, credential)` over a FakeBmc, recording each try in `logins`."""
 
-    def login(address, port, credential):
+    def login(address, port, credential, *_session_options):
         if logins is not None:
             logins.append((credential.user, credential.label, len(credential.password.encode())))
         if not bmc.accepts(credential.user, credential.password):

@@ -114,15 +114,17 @@ def test_an_insecure_bmc_is_never_retried():
 
 # --- classify -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("Incorrect password provided", "BmcAuthRejected"),
-    ("Unauthorized name in RAKP2", "BmcAuthRejected"),
-    ("No Cipher suite match with proposed security algorithms", "BmcInsecure"),
-    ("Session no longer connected", "BmcSilent"),
-    (None, "BmcSilent"),
+@pytest.mark.parametrize(("reason", "kind"), [
+    ("AUTH_REJECTED", "BmcAuthRejected"),
+    ("SUITE_REFUSED", "BmcInsecure"),
+    ("UNREACHABLE", "BmcSilent"),
+    ("TIMEOUT", "BmcSilent"),
+    ("PROTOCOL", "BmcSilent"),
 ])
-def test_classify(text, kind):
-    assert type(session.classify(Exception(text), "bmc")).__name__ == kind
+def test_classify(reason, kind):
+    errors = MODULES["rackform_ipmi_errors"]
+    classified = session.classify(errors.IpmiError(errors.Reason[reason], "10.61.1.11: what happened"))
+    assert (type(classified).__name__, str(classified)) == (kind, "10.61.1.11: what happened")
 
 
 # --- the per-BMC lock ------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ def test_every_password_argument_is_declared_no_log():
             spec["factory_credentials"]["options"]["password"]["no_log"]) == (True, True, True)
 
 
-# --- pyghmi against a BMC that takes neither suite 17 nor 3 --------------------------------------
+# --- the module's session against a BMC that takes neither suite 17 nor 3 -------------------------
 
 def test_login_proposes_only_suites_17_and_3_and_reports_the_refusal():
     from provision_support import load_fake_bmc_script

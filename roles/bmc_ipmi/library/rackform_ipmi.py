@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: rackform_ipmi
-short_description: Harden a BMC, set its power state and boot device over IPMI 2.0 (pyghmi)
+short_description: Harden a BMC, set its power state and boot device over IPMI 2.0 (RMCP+)
 description:
   - Before any login, asks the BMC (without credentials) which IPMI versions and cipher suites
     it offers, and refuses a BMC that speaks only IPMI 1.5 or offers neither cipher suite 17 nor 3.
@@ -29,7 +29,11 @@ description:
   - In check mode the BMC is probed and logged in to (read-only) and the result lists what would change.
 version_added: "0.1.0"
 author: rackform
-requirements: [pyghmi >= 1.5]
+requirements: []
+notes:
+  - Runs on rackform's own RMCP+ session and commands, shipped in the role's module_utils (standard
+    library only; AES from the cryptography package where installed, else pure Python), so neither
+    rackform nor pyghmi needs to be installed where it runs.
 options:
   action: {description: What to do., type: str, required: true, choices: [probe, harden, power, boot]}
   address: {description: The BMC's address., type: str, required: true}
@@ -73,6 +77,9 @@ options:
   auth_retries: {description: Retries of a BMC that rejects every credential., type: int, default: 1}
   backoff_s: {description: First wait between tries; doubled each time., type: float, default: 1.0}
   max_backoff_s: {description: Longest wait between tries., type: float, default: 8.0}
+  kg:
+    description: The BMC key (K_g) for BMCs that have one set; it keys the session instead of the password.
+    type: str
   exceptions:
     description:
       - BMC models (Get Device ID manufacturer id, optional product id) whose firmware is known to keep
@@ -114,20 +121,16 @@ import os
 import tempfile
 import time
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackform_ipmi_ciphers import CipherSettingError, allow_only, device_model, exception_for
+from ansible.module_utils.rackform_ipmi_commands import CommandError
 from ansible.module_utils.rackform_ipmi_chassis import POWER_STATES, ChassisError, set_boot_device, set_power
+from ansible.module_utils.rackform_ipmi_lan import Timeouts
 from ansible.module_utils.rackform_ipmi_session import (
     BmcAuthRejected, Credential, bmc_lock, first_login, login, logout, with_retries)
 from ansible.module_utils.rackform_ipmi_users import HardenError, harden
 from ansible.module_utils.rackform_ipmi_wire import (
     ACCEPTED_CIPHER_SUITES, BmcInsecure, BmcSilent, probe, refusal, suite0_gets_in)
-
-try:
-    import pyghmi  # noqa: F401  (only checked here; the session module imports it when logging in)
-    HAS_PYGHMI = True
-except ImportError:
-    HAS_PYGHMI = False
 
 MAX_USER_NAME_BYTES = 16
 ACTIONS_NEEDING_LOGIN = ("harden", "power", "boot")
@@ -157,6 +160,7 @@ ARGUMENT_SPEC = dict(
     auth_retries=dict(type="int", default=1),
     backoff_s=dict(type="float", default=1.0),
     max_backoff_s=dict(type="float", default=8.0),
+    kg=dict(type="str", no_log=True),
     exceptions=dict(type="list", elements="dict", default=[]),
     lock_dir=dict(type="path"),
     lock_timeout_s=dict(type="float", default=600.0),
@@ -242,7 +246,9 @@ class Run:
                                          params["boot_uefi"], dry_run=self.check_mode))
 
     def _login(self, address, port, credential):
-        ipmi, suite = login(address, port, credential)
+        params = self.params
+        timeouts = Timeouts(reply_s=params["answer_timeout_s"], resends=max(params["answer_attempts"] - 1, 0))
+        ipmi, suite = login(address, port, credential, timeouts, (params.get("kg") or "").encode("utf-8") or None)
         self.sessions.append(ipmi)
         return ipmi, suite
 
@@ -322,8 +328,6 @@ def main():
     problem = parameter_problem(params)
     if problem:
         module.fail_json(msg=problem, rackform_error=problem)
-    if not HAS_PYGHMI and params["action"] in ACTIONS_NEEDING_LOGIN:
-        module.fail_json(msg=missing_required_lib("pyghmi"), rackform_error=missing_required_lib("pyghmi"))
 
     run = Run(module)
     started = time.monotonic()
@@ -336,7 +340,8 @@ def main():
         with bmc_lock(params["lock_dir"] or _default_lock_dir(), run.address, params["lock_timeout_s"]):
             with_retries(run.attempt, params["retries"], params["backoff_s"], params["max_backoff_s"],
                          params["auth_retries"], on_retry=note_retry)
-    except (BmcSilent, BmcAuthRejected, BmcInsecure, HardenError, ChassisError, CipherSettingError) as error:
+    except (BmcSilent, BmcAuthRejected, BmcInsecure, HardenError, ChassisError, CipherSettingError,
+            CommandError) as error:
         message = str(error) if str(error).startswith(run.address) else "%s: %s" % (run.address, error)
         run.close()
         module.fail_json(msg=message, rackform_error=message, changed=run.changed, **run.result)
