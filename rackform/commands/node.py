@@ -59,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                  factory=False)
     remove.add_argument("host", metavar="HOST")
     remove.add_argument("--keep-power", action="store_true", help="leave the server powered on")
+    remove.add_argument("--no-deploy", action="store_true",
+                        help="do not run the fabric and os stages that take it out of the leaves and /etc/hosts")
     remove.set_defaults(func=run)
 
     replace = sub("replace", "Record a swapped server (FRU serial changed), re-image, harden, deploy and verify it.",
@@ -166,7 +168,8 @@ def _add(args: argparse.Namespace) -> int:
     code = EXIT_OK
     if not args.no_deploy:
         leaves = sorted({link.switch for plan in plans for link in plan.found.links})
-        code = _deploy_and_verify(site.name, args.root, hosts, [*leaves, "provisioning"], args.private_key)
+        code = _deploy_and_verify(site.name, args.root, hosts, [*leaves, "provisioning"], args.private_key,
+                                  os_everywhere=True)
     _report_problems(problems)
     print(f"node add {site.name}: {', '.join(hosts)} added" + ("" if code == EXIT_OK else " (deploy or verify failed)"))
     return EXIT_FAILED if problems or code else EXIT_OK
@@ -241,18 +244,25 @@ def _report_problems(problems: list[str]) -> None:
         print(f"not added: {problem}", file=sys.stderr)
 
 
-def _deploy_and_verify(site_name: str, root: Path, hosts: list[str], also: list[str], private_key) -> int:
+def _deploy_and_verify(site_name: str, root: Path, hosts: list[str], also: list[str], private_key,
+                       os_everywhere: bool = False) -> int:
+    """Every stage on `hosts` (and `also`), then, when the site's machines must learn a new name, the os
+    stage on all of them (each one's /etc/hosts lists every machine), then verify `hosts`."""
     from rackform.day2 import converge
 
     limit = ",".join([*hosts, *also])
     print(f"deploying {', '.join(hosts)} (limit {limit}: the leaves get the new ports, the PXE server the new "
           f"reservation)")
-    deployed = converge.deploy(site_name, root, limit, private_key=private_key)
-    print("\n".join(deployed.lines))
-    if not deployed.ok:
-        print(f"rackform: {site_name}: deploy failed on {', '.join(deployed.failed_hosts) or 'the run'}",
-              file=sys.stderr)
-        return EXIT_FAILED
+    runs = [converge.deploy(site_name, root, limit, private_key=private_key)]
+    if os_everywhere and runs[0].ok:
+        print("os stage on every host: each one's /etc/hosts names the new node")
+        runs.append(converge.deploy(site_name, root, None, stages=["os"], private_key=private_key))
+    for deployed in runs:
+        print("\n".join(deployed.lines))
+        if not deployed.ok:
+            print(f"rackform: {site_name}: deploy failed on {', '.join(deployed.failed_hosts) or 'the run'}",
+                  file=sys.stderr)
+            return EXIT_FAILED
     verified = converge.verify(site_name, root, ",".join(hosts), private_key=private_key)
     print("\n".join(verified.lines))
     return EXIT_OK if verified.ok else EXIT_FAILED
@@ -295,9 +305,18 @@ def _remove(args: argparse.Namespace) -> int:
         print(f"{args.host}: powered off through its BMC {host.bmc_address}")
     files.write(args.root, changes)
     load_and_check(site.name, args.root)
+    print(f"{args.host}: out of the design, cabling, placement and inventory; validate: clean")
+    code = EXIT_OK
+    if not args.no_deploy:
+        from rackform.day2 import converge
+
+        print("fabric and os stages on every machine: the leaves drop its ports, /etc/hosts its name")
+        deployed = converge.deploy(site.name, args.root, None, stages=["fabric", "os"], private_key=args.private_key)
+        print("\n".join(deployed.lines))
+        code = EXIT_OK if deployed.ok else EXIT_FAILED
     print(f"node remove {site.name}: {args.host} retired; its addresses {host.management_address}, "
-          f"{host.bmc_address} are free; validate: clean")
-    return EXIT_OK
+          f"{host.bmc_address} are free" + ("" if code == EXIT_OK else " (the follow-up deploy failed)"))
+    return code
 
 
 # ---------------------------------------------------------------- replace

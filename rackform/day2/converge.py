@@ -15,7 +15,7 @@ class Converged:
     failed_hosts: list[str] = field(default_factory=list)
 
 
-def deploy(site_name: str, root: Path, limit: str, *, stages: Sequence[str] | None = None,
+def deploy(site_name: str, root: Path, limit: str | None, *, stages: Sequence[str] | None = None,
            private_key: Path | None = None, say: Callable[[str], None] = print, verbose: bool = False) -> Converged:
     """The site's stages (all, or `stages`) limited to `limit`; the deploy summary as lines."""
     from rackform.run.environment import StageEnvironmentError
