@@ -146,13 +146,12 @@ def _add(args: argparse.Namespace) -> int:
     if not found:
         _report_problems(problems)
         return EXIT_FAILED
-    taken_names, taken_addresses = None, set()
-    plans = []
     from rackform.day2 import naming
-    taken_names = naming.taken_names(site)
-    for item in found:
+
+    taken_names, taken_addresses, reserved, plans = naming.taken_names(site), set(), [], []
+    for item in found:  # each plan takes its name, addresses and rack units before the next is made
         plans.append(add.plan_node(site, item, rack=args.rack, position_u=args.position, taken_names=taken_names,
-                                   taken_addresses=taken_addresses))
+                                   taken_addresses=taken_addresses, reserved=reserved))
     changes = add.file_changes(site, args.root, plans)
     for plan in plans:
         print("\n".join(plan.lines()))

@@ -57,13 +57,15 @@ class NodePlan:
 
 
 def plan_node(site: Site, found: Found, *, rack: str | None = None, position_u: int | None = None,
-              taken_names: set[str] | None = None, taken_addresses: set | None = None) -> NodePlan:
+              taken_names: set[str] | None = None, taken_addresses: set | None = None,
+              reserved: list[placement.Reserved] | None = None) -> NodePlan:
     """Name, place and address one new node (BadInput for every refusal: nothing is written)."""
     taken_names = naming.taken_names(site) if taken_names is None else taken_names
     taken_addresses = set() if taken_addresses is None else taken_addresses
     host = naming.host_name(site, found.block.name, taken_names)
     device = naming.device_name(site, found.block.name, host, taken_names)
-    where = placement.place(site, found.block, rack, position_u)
+    reserved = [] if reserved is None else reserved  # chassis placed earlier in this run: filled in here
+    where = placement.place(site, found.block, rack, position_u, tuple(reserved))
     fabric_ports = set(_fabric_ports(found.block)) if found.block.node else set()
     for link in found.links:
         if link.port not in fabric_ports:
@@ -80,6 +82,7 @@ def plan_node(site: Site, found: Found, *, rack: str | None = None, position_u: 
         taken_addresses.add(fabric[link.port])
     taken_names |= {host, device}
     taken_addresses.add(management)
+    reserved.append(placement.Reserved(where.rack, where.position_u, found.block))
     return NodePlan(host, device, found, where, management, fabric)
 
 

@@ -88,3 +88,20 @@ def test_diff_shows_the_new_file(lab_files):
     text = files.diff_text(changes)
     assert "--- /dev/null\n+++ b/inventories/lab/host_vars/stor-2.yml\n" in text
     assert "+++ b/topologies/sites/lab.yaml\n" in text and "+++ b/inventories/lab/hosts.yml\n" in text
+
+
+def test_two_nodes_in_one_run_get_their_own_names_places_and_addresses(lab_files):
+    site = lab_files.load()
+    from rackform.day2 import naming
+
+    names, addresses, reserved = naming.taken_names(site), set(), []
+    first = add.plan_node(site, found(site), taken_names=names, taken_addresses=addresses, reserved=reserved)
+    second = add.plan_node(site, found(site, bmc_address="10.10.1.24", serial="LAB-STOR-3", bmc_mac="02:0a:0a:01:00:18",
+                                       management_mac="02:0a:0a:00:00:18",
+                                       links=(FabricLink("fab0", "leaf-1", "swp8"), FabricLink("fab1", "leaf-2", "swp8"))),
+                           taken_names=names, taken_addresses=addresses, reserved=reserved)
+    assert (first.host, first.place.position_u) == ("stor-2", 23)
+    assert (second.host, second.place.position_u) == ("stor-3", 27)  # above the first's 4 U
+    assert second.management_address == ipaddress.IPv4Address("10.10.0.24")
+    changes = add.file_changes(site, lab_files.root, [first, second])
+    files.check_on_copy("lab", lab_files.root, changes)
