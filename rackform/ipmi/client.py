@@ -18,7 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rackform.ipmi.errors import IpmiError, Reason
+from rackform.ipmi.module_utils import load
 from rackform.ipmi.session import LanSession
+
+_policy = load("rackform_ipmi_policy")  # the read-back rules the Ansible module runs too
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +40,9 @@ FRU_FIRST_CHUNK = 128
 FRU_SMALLEST_CHUNK = 8
 FRU_TOO_LONG = frozenset({0xC8, 0xC9, 0xCA})  # request too long, out of range, cannot return that many
 
-CHASSIS_CONTROL_CODES = {"off": 0x00, "on": 0x01, "cycle": 0x02, "reset": 0x03, "soft": 0x05}
-POWER_ACTIONS = ("on", "off", "soft", "cycle", "reset")
-EXPECTED_STATE = {"on": "on", "off": "off", "soft": "off", "cycle": "on", "reset": "on"}
+CHASSIS_CONTROL_CODES = _policy.CHASSIS_CONTROL_CODES
+POWER_ACTIONS = _policy.POWER_ACTIONS
+EXPECTED_STATE = _policy.EXPECTED_STATE
 """The power state each action ends in, which the read-back must show."""
 
 BOOT_DEVICES = {"pxe": "network", "disk": "hd", "cdrom": "optical", "bios": "setup", "none": "default"}
@@ -136,27 +139,18 @@ class BmcClient:
         if action not in CHASSIS_CONTROL_CODES:
             raise ValueError(f"unknown power action {action!r} (expected one of {', '.join(POWER_ACTIONS)})")
         before = self.power_state()
-        expected = EXPECTED_STATE[action]
-        if action in ("on", "off", "soft") and before == expected:
+        sent, expected = _policy.power_plan(action, before)
+        if sent is None:
             return PowerChange(action, before, before, changed=False, waited_s=0.0)
-        sent = "on" if action in ("cycle", "reset") and before == "off" else action
         self.session.command(*CHASSIS_CONTROL, bytes((CHASSIS_CONTROL_CODES[sent],)))
         log.debug("%s: chassis control %s sent (was %s)", self.address, sent, before)
-        after, waited_s = self._wait_for(expected, self.confirm.deadline_s(action))
+        after, waited_s, confirmed = _policy.await_power(
+            self.power_state, expected, self.confirm.deadline_s(action), self.confirm.poll_interval_s,
+            self.confirm.first_poll_s, sleep=self._sleep)
+        if not confirmed:
+            raise IpmiError(Reason.NOT_CONFIRMED, f"{self.address} accepted the change but still reads "
+                                                  f"{after} (expected {expected}) after {waited_s:.1f} s")
         return PowerChange(action, before, after, changed=True, waited_s=waited_s)
-
-    def _wait_for(self, expected: str, deadline_s: float) -> tuple[str, float]:
-        started = time.monotonic()
-        self._sleep(self.confirm.first_poll_s)
-        state = self.power_state()
-        while state != expected:
-            waited = time.monotonic() - started
-            if waited >= deadline_s:
-                raise IpmiError(Reason.NOT_CONFIRMED, f"{self.address} accepted the change but still reads "
-                                                      f"{state} (expected {expected}) after {waited:.1f} s")
-            self._sleep(min(self.confirm.poll_interval_s, max(deadline_s - waited, 0.0)))
-            state = self.power_state()
-        return state, time.monotonic() - started
 
     # --- boot device ---------------------------------------------------------------------------
 

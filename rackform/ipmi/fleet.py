@@ -3,16 +3,17 @@ bounded retries with exponential backoff, and a result per node that says why it
 
 A node that times out, rejects the login or vanishes mid-run is retried after a pause
 (1 s, 2 s, 4 s ... by default, three tries in all), then fails alone; the rest of the fleet
-carries on. Each BMC is handled by one worker at a time and, within this process, behind
-a per-address lock, so two operations (two Pulumi resources, two fleet runs) never talk to
-the same BMC at once: BMCs crash when hammered (docs/domain.md, "IPMI safety rules").
+carries on. Each BMC is handled by one worker at a time and behind a per-address lock file
+shared with every other rackform process on this machine (the Ansible module's too), so two
+operations (two Pulumi resources, two fleet runs, a playbook beside `rackform bmc power`)
+never talk to the same BMC at once: BMCs crash when hammered (docs/domain.md, "IPMI safety
+rules"). The retry policy, the read-back and the lock are the Ansible module's own code
+(roles/bmc_ipmi/module_utils/rackform_ipmi_policy.py, loaded by rackform.ipmi.module_utils).
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +23,16 @@ from typing import Generic, TypeVar
 from rackform.ipmi import wire
 from rackform.ipmi.client import BOOT_DEVICES, POWER_ACTIONS, BmcClient, ConfirmPolicy, PowerChange
 from rackform.ipmi.credentials import Credentials, CredentialSource
+from rackform.ipmi import prelogin
 from rackform.ipmi.errors import IpmiError, Reason
+from rackform.ipmi.module_utils import load
 from rackform.ipmi.session import IPMI_PORT, LanSession, Timeouts
+
+_policy = load("rackform_ipmi_policy")
+RetryPolicy = _policy.RetryPolicy
+"""Tries per node and the pause before each retry: first, first x factor, ... capped."""
+BmcLocks = _policy.BmcLocks
+"""One lock per BMC address, shared by every rackform process of this user on this machine."""
 
 log = logging.getLogger(__name__)
 
@@ -61,38 +70,6 @@ class NodeResult(Generic[T]):
             return "ok"
         tries = f" (gave up after {self.attempts} tries)" if self.attempts > 1 else ""
         return f"{self.reason}: {self.error}{tries}"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Tries per node and the pause before each retry: first, first x factor, ... capped."""
-
-    attempts: int = DEFAULT_ATTEMPTS
-    first_backoff_s: float = 1.0
-    factor: float = 2.0
-    max_backoff_s: float = 10.0
-    jitter: float = 0.2
-    """Each pause is stretched by up to this fraction, so a fleet does not retry in lockstep."""
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError("a retry policy needs at least one attempt")
-
-    def backoff_s(self, failed_attempts: int, rng: random.Random | None = None) -> float:
-        base = min(self.first_backoff_s * self.factor ** (failed_attempts - 1), self.max_backoff_s)
-        return base * (1 + self.jitter * (rng or random).random())
-
-
-class BmcLocks:
-    """One lock per BMC address in this process: at most one session talks to a BMC at a time."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[tuple[str, int], threading.Lock] = {}
-
-    def __call__(self, address: str, port: int) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault((address, port), threading.Lock())
 
 
 PROCESS_BMC_LOCKS = BmcLocks()
@@ -155,23 +132,30 @@ class Fleet:
             credentials = self.credentials(target.node)
         except Exception as error:  # noqa: BLE001 - a store's own error, reported per node
             return failed(Reason.NO_CREDENTIALS, f"no BMC login for {target.node}: {_safe_text(error)}", 0)
-        with self.locks(target.address, target.port):
-            for attempt in range(1, self.retry.attempts + 1):
-                try:
-                    value = self._in_session(target, credentials, operation)
-                except IpmiError as error:
-                    if not error.retryable or attempt == self.retry.attempts:
-                        return failed(error.reason, error.message, attempt)
-                    pause = self.retry.backoff_s(attempt)
-                    log.debug("%s (%s): %s; retry %d in %.1f s", target.node, target.address, error,
-                              attempt + 1, pause)
-                    self.sleep(pause)
-                    continue
-                except Exception as error:  # noqa: BLE001 - one node's surprise must not stop the fleet
-                    return failed(Reason.PROTOCOL, f"{type(error).__name__}: {_safe_text(error)}", attempt)
-                return NodeResult(target.node, target.address, value=value, attempts=attempt,
-                                  elapsed_s=time.monotonic() - started)
-        raise AssertionError("unreachable: the loop returns on its last attempt")
+        def kind_of(error: Exception) -> str | None:
+            if not isinstance(error, IpmiError) or not error.retryable:
+                return None
+            return _policy.RETRY_AUTH if error.reason is Reason.AUTH_REJECTED else _policy.RETRY
+
+        retried = []
+
+        def note_retry(tries: int, pause: float, error: Exception) -> None:
+            retried.append(tries)
+            log.debug("%s (%s): %s; retry %d in %.1f s", target.node, target.address, error, tries + 1, pause)
+
+        try:
+            with self.locks(target.address, target.port):
+                value = _policy.retrying(lambda: self._in_session(target, credentials, operation), self.retry,
+                                         kind_of, sleep=self.sleep, on_retry=note_retry)
+        except _policy.GaveUp as gave_up:
+            error = gave_up.error
+            if isinstance(error, IpmiError):
+                return failed(error.reason, error.message, gave_up.tries)
+            return failed(Reason.PROTOCOL, f"{type(error).__name__}: {_safe_text(error)}", gave_up.tries)
+        except prelogin.BmcSilent as busy:  # the lock: another process has held this BMC too long
+            return failed(Reason.TIMEOUT, f"{target.address}: {busy}", 0)
+        return NodeResult(target.node, target.address, value=value, attempts=len(retried) + 1,
+                          elapsed_s=time.monotonic() - started)
 
     def _in_session(self, target: BmcTarget, credentials: Credentials, operation: Callable[[BmcClient], T]) -> T:
         """Log in (trying each of the node's passwords in turn), run `operation`, log out.

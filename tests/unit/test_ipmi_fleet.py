@@ -30,7 +30,7 @@ class Pauses:
 
 def fleet(credentials=None, *, attempts: int = 3, pauses: Pauses | None = None, **options) -> Fleet:
     return Fleet(credentials or factory_credentials(), retry=RetryPolicy(attempts=attempts, jitter=0.0),
-                 timeouts=QUICK, sleep=pauses or Pauses(), locks=BmcLocks(), **options)
+                 timeouts=QUICK, sleep=pauses or Pauses(), **{"locks": BmcLocks(), **options})
 
 
 def target(fake: FakeBmc, node: str) -> BmcTarget:
@@ -214,3 +214,31 @@ def test_a_mistaken_action_is_refused_before_any_bmc_is_contacted(call):
 def test_a_retry_policy_needs_an_attempt():
     with pytest.raises(ValueError):
         RetryPolicy(attempts=0)
+
+
+# --- one lock, one retry policy: the Ansible module's ----------------------------------------------
+
+def test_a_bmc_held_by_the_ansible_modules_lock_waits_for_it(tmp_path):
+    from provision_support import load_ipmi_modules
+
+    module_session = load_ipmi_modules()["rackform_ipmi_session"]
+    with FakeBmc(FakeBmcConfig(power="on")) as fake:
+        target = BmcTarget("node-1", fake.address, fake.port)
+        impatient = fleet(locks=BmcLocks(str(tmp_path), timeout_s=0.3))
+        with module_session.bmc_lock(str(tmp_path), fake.address, 5.0, fake.port):
+            held = impatient.power_status([target])[0]
+        assert (held.reason, fake.logins) == (Reason.TIMEOUT, 0)
+        assert "another rackform process" in held.error
+        assert impatient.power_status([target])[0].value == "on"
+
+
+def test_the_fleet_and_the_module_share_one_retry_policy_and_read_back():
+    from provision_support import load_ipmi_modules
+
+    modules = load_ipmi_modules()
+    import rackform.ipmi.client as client_module
+    import rackform.ipmi.fleet as fleet_module
+
+    policy = modules["rackform_ipmi_session"].RetryPolicy
+    assert fleet_module.RetryPolicy is policy
+    assert modules["rackform_ipmi_chassis"].power_plan is client_module._policy.power_plan

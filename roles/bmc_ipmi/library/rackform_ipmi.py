@@ -117,8 +117,6 @@ rackform_ok: {description: True when the action succeeded (a registered result o
 rackform_error: {description: The failure message again (a registered result of a no_log task keeps it)., returned: failure, type: str}
 """
 
-import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -126,6 +124,7 @@ from ansible.module_utils.rackform_ipmi_ciphers import CipherSettingError, allow
 from ansible.module_utils.rackform_ipmi_commands import CommandError
 from ansible.module_utils.rackform_ipmi_chassis import POWER_STATES, ChassisError, set_boot_device, set_power
 from ansible.module_utils.rackform_ipmi_lan import Timeouts
+from ansible.module_utils.rackform_ipmi_policy import default_lock_dir
 from ansible.module_utils.rackform_ipmi_session import (
     BmcAuthRejected, Credential, bmc_lock, first_login, login, logout, with_retries)
 from ansible.module_utils.rackform_ipmi_users import HardenError, harden
@@ -303,10 +302,6 @@ class Run:
         self.sessions = []
 
 
-def _default_lock_dir():
-    return os.path.join(tempfile.gettempdir(), "rackform-bmc-locks-%d" % os.geteuid())
-
-
 def _summary(action, run):
     if action == "probe":
         return "%s offers IPMI %s, cipher suites %s" % (
@@ -337,7 +332,7 @@ def main():
         run.close()
 
     try:
-        with bmc_lock(params["lock_dir"] or _default_lock_dir(), run.address, params["lock_timeout_s"]):
+        with bmc_lock(params["lock_dir"] or default_lock_dir(), run.address, params["lock_timeout_s"], params["port"]):
             with_retries(run.attempt, params["retries"], params["backoff_s"], params["max_backoff_s"],
                          params["auth_retries"], on_retry=note_retry)
     except (BmcSilent, BmcAuthRejected, BmcInsecure, HardenError, ChassisError, CipherSettingError,

@@ -19,11 +19,13 @@ from __future__ import absolute_import, division, print_function
 
 import time
 
+from ansible.module_utils.rackform_ipmi_policy import CHASSIS_CONTROL_CODES as CHASSIS_CONTROL
+from ansible.module_utils.rackform_ipmi_policy import POWER_ACTIONS as POWER_STATES
+from ansible.module_utils.rackform_ipmi_policy import await_power, power_plan
+
 NETFN_CHASSIS = 0x00
 CMD_GET_CHASSIS_STATUS = 0x01
 CMD_CHASSIS_CONTROL = 0x02
-CHASSIS_CONTROL = {"off": 0x00, "on": 0x01, "cycle": 0x02, "reset": 0x03, "soft": 0x05}
-POWER_STATES = ("on", "off", "soft", "cycle", "reset")
 BOOT_DEVICES = {"pxe": "network", "disk": "hd"}
 NO_OVERRIDE = ("default", "hd")
 """Boot devices read back that already mean "boot from disk"."""
@@ -47,32 +49,22 @@ def _control(ipmi, action):
         raise ChassisError("chassis control %s failed: %s" % (action, response["error"]))
 
 
-def _wait_for(ipmi, wanted, timeout_s, poll_s, clock, sleep, action):
-    deadline = clock() + timeout_s
-    state = read_power(ipmi)
-    while state != wanted:
-        if clock() >= deadline:
-            raise ChassisError("after power %s the chassis still reads %s, not %s, %.0f s later"
-                               % (action, state, wanted, timeout_s))
-        sleep(poll_s)
-        state = read_power(ipmi)
-    return state
-
-
 def set_power(ipmi, wanted, timeout_s, poll_s=0.5, clock=time.monotonic, sleep=time.sleep, dry_run=False):
     """Bring the chassis to `wanted` (one of POWER_STATES); returns a result dict.
     With `dry_run` only the power state is read: the result says what would be sent."""
     if wanted not in CHASSIS_CONTROL:
         raise ChassisError("unknown power state %r (one of %s)" % (wanted, ", ".join(POWER_STATES)))
     before = read_power(ipmi)
-    if (wanted == "on" and before == "on") or (wanted in ("off", "soft") and before == "off"):
+    action, expected = power_plan(wanted, before)  # the fleet's rule too (rackform_ipmi_policy)
+    if action is None:
         return {"changed": False, "power_before": before, "power": before, "power_action": None}
-    action = "on" if wanted in ("cycle", "reset") and before == "off" else wanted
-    expected = "off" if action in ("off", "soft") else "on"
     if dry_run:
         return {"changed": True, "power_before": before, "power": expected, "power_action": action}
     _control(ipmi, action)
-    after = _wait_for(ipmi, expected, timeout_s, poll_s, clock, sleep, action)
+    after, _, confirmed = await_power(lambda: read_power(ipmi), expected, timeout_s, poll_s, sleep=sleep, clock=clock)
+    if not confirmed:
+        raise ChassisError("after power %s the chassis still reads %s, not %s, %.0f s later"
+                           % (action, after, expected, timeout_s))
     return {"changed": True, "power_before": before, "power": after, "power_action": action}
 
 

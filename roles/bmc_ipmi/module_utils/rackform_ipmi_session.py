@@ -7,11 +7,11 @@
   kinds the module acts on: the BMC rejected the credentials (`BmcAuthRejected`), offers
   nothing safe (`BmcInsecure`), or did not answer in time (`BmcSilent`).
 - `first_login` tries credentials in order and says which one worked.
-- `with_retries` re-runs an attempt with exponential backoff, a bounded number of times,
-  retrying silence more often than rejections (each rejected login counts towards a BMC's
-  lockout threshold).
-- `bmc_lock` keeps a second rackform process on this controller from talking to the same
-  BMC at once: one command in flight per BMC.
+- `with_retries` re-runs an attempt under rackform's one retry policy (rackform_ipmi_policy,
+  the fleet's too), retrying silence more often than rejections (each rejected login counts
+  towards a BMC's lockout threshold).
+- `bmc_lock` (rackform_ipmi_policy, the fleet's too) keeps a second rackform process on this
+  controller from talking to the same BMC at once: one command in flight per BMC.
 
 Passwords are only ever handed to the session in memory; nothing here formats one into a
 message. Standard library only: the module runs without pyghmi and without rackform.
@@ -19,15 +19,13 @@ message. Standard library only: the module runs without pyghmi and without rackf
 
 from __future__ import absolute_import, division, print_function
 
-import errno
-import fcntl
-import os
-import re
 import time
 
 from ansible.module_utils.rackform_ipmi_commands import BmcCommands
 from ansible.module_utils.rackform_ipmi_errors import IpmiError, Reason
 from ansible.module_utils.rackform_ipmi_lan import LanSession, Timeouts
+from ansible.module_utils.rackform_ipmi_policy import (  # noqa: F401  (bmc_lock: the module's import)
+    RETRY, RETRY_AUTH, GaveUp, RetryPolicy, bmc_lock, retrying)
 from ansible.module_utils.rackform_ipmi_wire import BmcInsecure, BmcSilent
 
 IPMI15_PASSWORD_BYTES = 16
@@ -115,70 +113,28 @@ def first_login(address, port, credentials, login_function=login):
 
 
 def with_retries(attempt, retries, backoff_s, max_backoff_s, auth_retries=1, sleep=time.sleep, on_retry=None):
-    """Run `attempt()`; on BmcSilent retry up to `retries` times, on BmcAuthRejected up to
-    `auth_retries` times, waiting backoff_s, 2 x backoff_s, ... (at most max_backoff_s)
-    between tries. BmcInsecure is never retried. The last error is raised with the
-    number of tries added to its message."""
-    tries = 0
-    silent_left, auth_left = retries, auth_retries
-    delay = backoff_s
-    while True:
-        tries += 1
-        try:
-            return attempt()
-        except BmcSilent as error:
-            if silent_left <= 0:
-                raise BmcSilent(_after(error, tries))
-            silent_left -= 1
-            last = error
-        except BmcAuthRejected as error:
-            if auth_left <= 0:
-                raise BmcAuthRejected(_after(error, tries))
-            auth_left -= 1
-            last = error
-        if on_retry is not None:
-            on_retry(tries, delay, last)
-        sleep(delay)
-        delay = min(delay * 2, max_backoff_s)
+    """Run `attempt()` under rackform's one retry policy (rackform_ipmi_policy.retrying): on
+    BmcSilent retry up to `retries` times, on BmcAuthRejected up to `auth_retries` times,
+    waiting backoff_s, 2 x backoff_s, ... (at most max_backoff_s) between tries. BmcInsecure
+    (and anything else) is never retried. The last error is raised with the number of tries
+    added to its message."""
+    policy = RetryPolicy(attempts=retries + 1, first_backoff_s=backoff_s, max_backoff_s=max_backoff_s, jitter=0.0,
+                         auth_attempts=auth_retries + 1)
+    try:
+        return retrying(attempt, policy, _kind_of, sleep=sleep, on_retry=on_retry)
+    except GaveUp as gave_up:
+        if _kind_of(gave_up.error) is None:
+            raise gave_up.error
+        raise type(gave_up.error)(_after(gave_up.error, gave_up.tries))
+
+
+def _kind_of(error):
+    if isinstance(error, BmcAuthRejected):
+        return RETRY_AUTH
+    if isinstance(error, BmcSilent):
+        return RETRY
+    return None
 
 
 def _after(error, tries):
     return "%s (gave up after %d %s)" % (error, tries, "try" if tries == 1 else "tries")
-
-
-class bmc_lock(object):
-    """An exclusive lock per BMC address on this controller (flock on a file in `lock_dir`).
-
-    Ansible already runs one task at a time per host; this also keeps a second
-    rackform process (another playbook, `rackform bmc status`) off the same BMC.
-    """
-
-    def __init__(self, lock_dir, address, timeout_s):
-        self.path = os.path.join(lock_dir, "bmc-%s.lock" % re.sub(r"[^0-9A-Za-z.]", "_", address))
-        self.lock_dir = lock_dir
-        self.timeout_s = timeout_s
-        self.handle = None
-
-    def __enter__(self):
-        try:
-            os.makedirs(self.lock_dir, mode=0o700)
-        except OSError as error:
-            if error.errno != errno.EEXIST:
-                raise
-        self.handle = open(self.path, "a")
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except (IOError, OSError) as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    self.handle.close()
-                    raise BmcSilent("another rackform process has been talking to this BMC for over %.0f s "
-                                    "(lock %s)" % (self.timeout_s, self.path))
-                time.sleep(0.05)
-
-    def __exit__(self, *exc_info):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
-        return False
