@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     """Commands that live in their own modules: `add_arguments(parser)` and `run(args) -> int`."""
-    from rackform.commands import bmc, deploy, discover, plan, rollout, validate
+    from rackform.commands import bmc, deploy, discover, init, plan, rollout, validate
     from rackform.commands import fabric as fabric_check
     from rackform.fabric import apply_cli as fabric_apply
     from rackform import secrets_cli
@@ -70,6 +70,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
         module.add_arguments(sub)
         sub.set_defaults(func=module.run)
 
+    add(commands, "init", init, init.HELP)
     add(commands, "validate", validate, validate.HELP)
     add(commands, "deploy", deploy, deploy.HELP)
     add(commands, "plan", plan, plan.HELP)

@@ -1,13 +1,27 @@
-"""Where rackform's own files sit: the checkout root, next to this package.
+"""Where rackform's own files sit: inside the package, in `rackform/_assets/`.
 
-`templates/` (files rackform writes), `roles/` (copied into every project) and `tests/infra`
-(the testinfra checks `verify` runs) ship with the package, not inside it. Standard library
-only: the fleet IPMI path imports this and must stay light.
+    _assets/roles/        the Ansible roles copied into every emitted project
+    _assets/templates/    the files rackform writes (playbooks, ansible.cfg, README ...)
+    _assets/infra/        the testinfra host checks `rackform verify` runs
+    _assets/topologies/   the built-in catalog (blocks/), version matrix (versions.yaml),
+                          shared settings and the example sites `rackform init` copies
+    _assets/inventories/  the example sites' inventories
+
+In this repo those are links to the top-level roles/, templates/, tests/infra/,
+topologies/ and inventories/, so the repo keeps its layout and a wheel built from it
+carries the files themselves (pyproject.toml's package-data). Standard library only:
+the fleet IPMI path imports this and must stay light.
 """
 
 from pathlib import Path
 
-ASSETS_ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES_DIR = ASSETS_ROOT / "templates"
-ROLES_DIR = ASSETS_ROOT / "roles"
-INFRA_CHECKS_DIR = ASSETS_ROOT / "tests" / "infra"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_PARENT = PACKAGE_DIR.parent
+"""The folder holding the `rackform` package (PYTHONPATH for helper processes)."""
+ASSETS_DIR = PACKAGE_DIR / "_assets"
+ASSETS_ROOT = ASSETS_DIR
+"""Laid out like a site repo (topologies/, inventories/): the built-in one."""
+TEMPLATES_DIR = ASSETS_DIR / "templates"
+ROLES_DIR = ASSETS_DIR / "roles"
+INFRA_CHECKS_DIR = ASSETS_DIR / "infra"
+BUILTIN_BLOCKS_DIR = ASSETS_DIR / "topologies" / "blocks"

@@ -23,7 +23,7 @@ import yaml
 
 from rackform.ipmi.discovery import BmcFacts
 from rackform.model import loader
-from rackform.model.loader import load_catalog, site_paths
+from rackform.model.loader import site_catalog, site_paths
 from rackform.model.source import BadInput, Loc, SourceError
 
 
@@ -63,7 +63,7 @@ def load_design(site_name: str, root: Path) -> Design:
     blocks_dir, site_path, _inventory = site_paths(root, site_name)
     if not site_path.exists():
         raise BadInput([SourceError(Loc(str(site_path), 0), "", f"no such site '{site_name}'")])
-    catalog = load_catalog(blocks_dir)
+    catalog = site_catalog(blocks_dir)
     design, raw = loader.load_design(root, site_path)  # with the profiles and defaults it extends
     errors: list[SourceError] = []
     racks, hosts, _switches, _unresolved = _resolve_racks(design, raw, catalog, errors)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rackform.k8s.manifests import Manifest
 from rackform.k8s.rdma import NAD_GROUP, nad_crd, rdma_attachments
-from rackform.k8s.versions import MATRIX_PATH, Matrix, load_matrix
+from rackform.k8s.versions import Matrix, load_matrix
 from rackform.model.site import Site
 
 MULTUS_NAMESPACE = "kube-system"
@@ -132,11 +132,8 @@ def cni_manifests(site: Site, matrix: Matrix) -> dict[str, list[Manifest]]:
 
 
 def matrix_root(site: Site) -> Path:
-    """The site's repo when it has a matrix, else the one rackform ships (a site copied elsewhere)."""
-    from rackform.render.assets import ASSETS_ROOT
-
-    root = site.site_path.parent.parent.parent
-    return root if (root / MATRIX_PATH).exists() else ASSETS_ROOT
+    """The site's repo (load_matrix falls back to the matrix rackform ships)."""
+    return site.site_path.parent.parent.parent
 
 
 def cni_group_vars(site: Site) -> dict[str, Any]:

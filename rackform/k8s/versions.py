@@ -92,8 +92,12 @@ def conflicts(matrix: Matrix, kubernetes_version: str, chosen: Mapping[str, str]
 
 
 def load_matrix(root: Path | str = Path(".")) -> Matrix:
-    """Parse topologies/versions.yaml under `root`; SourceError on a malformed entry."""
-    path = Path(root) / MATRIX_PATH
+    """Parse topologies/versions.yaml under `root`, else the one rackform ships (a site repo
+    that keeps no matrix of its own); SourceError on a malformed entry."""
+    from rackform.paths import ASSETS_ROOT
+
+    root = Path(root) if (Path(root) / MATRIX_PATH).is_file() else ASSETS_ROOT
+    path = root / MATRIX_PATH
     shown = display_path(path, Path(root))
     data = load_yaml(path, shown_as=shown)
     if not isinstance(data, LineDict):

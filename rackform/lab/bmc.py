@@ -66,7 +66,7 @@ from pathlib import Path
 from rackform.lab import LabError, chassis_hook, netns, run
 from rackform.lab.fru import fru_area
 from rackform.model.site import Host, Site
-from rackform.paths import ASSETS_ROOT
+from rackform.paths import PACKAGE_PARENT
 from rackform.render.assets import project_templates
 
 IPMI_PORT = 623
@@ -393,7 +393,7 @@ def _stop_process(pid: int | None, host_dir: Path) -> None:
 def _environment() -> dict[str, str]:
     """ipmi_sim's environment, inherited by the hook: nothing but what it needs."""
     environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-                   "PYTHONPATH": str(ASSETS_ROOT), "LANG": "C.UTF-8"}
+                   "PYTHONPATH": str(PACKAGE_PARENT), "LANG": "C.UTF-8"}
     environment.update({name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ})
     return environment
 

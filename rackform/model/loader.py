@@ -173,6 +173,19 @@ def load_catalog(blocks_dir: Path) -> dict[str, schema.BlockType]:
     return catalog
 
 
+def site_catalog(blocks_dir: Path) -> dict[str, schema.BlockType]:
+    """The catalog a site is built from: rackform's built-in blocks, with the site repo's own
+    `topologies/blocks/*.yaml` added to them or replacing the built-in block of the same name."""
+    from rackform.paths import BUILTIN_BLOCKS_DIR
+
+    blocks_dir = Path(blocks_dir)
+    own = blocks_dir.is_dir() and any(blocks_dir.glob("*.yaml"))
+    if own and blocks_dir.resolve() == BUILTIN_BLOCKS_DIR.resolve():
+        return load_catalog(blocks_dir)  # this checkout: the built-in catalog is the repo's own
+    catalog = load_catalog(BUILTIN_BLOCKS_DIR)
+    return {**catalog, **load_catalog(blocks_dir)} if own else catalog
+
+
 def _check_block_shape(block: schema.BlockType, data: LineDict) -> None:
     if block.category == "switch":
         if block.switch is None or block.node is not None:
@@ -243,7 +256,7 @@ def _load_site(site: str, root: Path) -> Site:
         raise BadInput(
             [SourceError(Loc(display_path(site_path), 0), "", f"no such site '{site}'; known sites: {', '.join(known) or 'none'}")]
         )
-    catalog = load_catalog(blocks_dir)
+    catalog = site_catalog(blocks_dir)
     design, raw = load_design(root, site_path)
     errors: list[SourceError] = []
 

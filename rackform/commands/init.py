@@ -1,0 +1,153 @@
+"""`rackform init DIR`: start a site repo of your own, against the installed rackform.
+
+    DIR/
+      README.md                  what is where, and the commands
+      topologies/defaults.yaml   fleet-wide settings (copied from rackform's)
+      topologies/profiles/       the shared profiles (roce, kubernetes)
+      topologies/blocks/         your own catalog entries: add block types, or replace a
+                                 built-in one by its name (rackform's catalog is built in)
+      topologies/sites/SITE.yaml the example site (default: edge), to edit or copy
+      topologies/rollout.yaml    one wave with the example site
+      inventories/SITE/          its inventory
+      Pulumi.yaml, Pulumi.SITE.yaml   the Pulumi program of the installed rackform, one stack
+      .gitignore                 build/ (rendered projects, locks), never state/
+
+The version matrix is rackform's own unless DIR/topologies/versions.yaml exists.
+Refuses a DIR that already holds topologies/ or inventories/ (exit 2); writes nothing then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+HELP = "Start a site repo of your own (sites, inventories, shared settings, rollout, Pulumi) for the installed rackform."
+EXAMPLE_DEFAULT = "edge"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", type=Path, help="the new repo's folder (created if missing)")
+    parser.add_argument("--example", default=EXAMPLE_DEFAULT, metavar="SITE",
+                        help=f"the shipped site to start from (default: {EXAMPLE_DEFAULT}; see the README's list)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rackform.paths import ASSETS_DIR
+
+    target: Path = args.directory
+    shipped = ASSETS_DIR / "topologies" / "sites"
+    known = sorted(path.stem for path in shipped.glob("*.yaml"))
+    if args.example not in known:
+        print(f"rackform init: --example {args.example!r}: no such shipped site; choose one of {', '.join(known)}",
+              file=sys.stderr)
+        return 2
+    taken = [name for name in ("topologies", "inventories", "Pulumi.yaml") if (target / name).exists()]
+    if taken:
+        print(f"rackform init: {target} already holds {', '.join(taken)}; nothing was written", file=sys.stderr)
+        return 2
+    written = write_repo(target, args.example)
+    print(f"rackform init: wrote {len(written)} files to {target}")
+    print(f"next: cd {target} && rackform validate {args.example} && rackform render {args.example}")
+    return 0
+
+
+def write_repo(target: Path, example: str) -> list[Path]:
+    from rackform.paths import ASSETS_DIR, PACKAGE_DIR
+
+    topologies = ASSETS_DIR / "topologies"
+    written: list[Path] = []
+
+    def copy(source: Path, relative: str) -> None:
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, destination)
+        written.append(destination)
+
+    def write(relative: str, text: str) -> None:
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(text, encoding="utf-8")
+        written.append(destination)
+
+    copy(topologies / "defaults.yaml", "topologies/defaults.yaml")
+    for profile in sorted((topologies / "profiles").glob("*.yaml")):
+        copy(profile, f"topologies/profiles/{profile.name}")
+    copy(topologies / "sites" / f"{example}.yaml", f"topologies/sites/{example}.yaml")
+    platform = topologies / "platform" / f"{example}.yaml"
+    if platform.is_file():
+        copy(platform, f"topologies/platform/{example}.yaml")
+    inventory = ASSETS_DIR / "inventories" / example
+    for path in sorted(inventory.rglob("*")):
+        if path.is_file():
+            copy(path, f"inventories/{example}/{path.relative_to(inventory).as_posix()}")
+    write("topologies/blocks/README.md", BLOCKS_README)
+    write("topologies/rollout.yaml", ROLLOUT.format(site=example))
+    stacks = (ASSETS_DIR / "stacks").resolve()
+    write("Pulumi.yaml", PULUMI_PROJECT.format(main=stacks, virtualenv=Path(sys.prefix)))
+    write(f"Pulumi.{example}.yaml", f"# Stack for the '{example}' site (topologies/sites/{example}.yaml).\n"
+                                    f"config:\n  rackform:site: {example}\n")
+    write(".gitignore", "# rendered projects, locks and rollout progress; state/ is committed\nbuild/\n")
+    write("README.md", README.format(site=example, package=PACKAGE_DIR))
+    return written
+
+
+BLOCKS_README = """\
+# Your own building blocks
+
+rackform's catalog is built in (`rackform/_assets/topologies/blocks/` of the installed
+package). A `<name>.yaml` here adds a block type, or replaces the built-in block of the same
+name; the format is the built-in files' (docs/site-format.md in the rackform repo).
+"""
+
+ROLLOUT = """\
+# The order in which this repo's sites roll out (`rackform rollout`).
+waves:
+  - name: first
+    sites: [{site}]
+gates: [verify, fabric-check]
+routed: []
+"""
+
+PULUMI_PROJECT = """\
+# The Pulumi program of the installed rackform, for the sites of this repo (one stack per
+# site: Pulumi.<site>.yaml). `main` and `virtualenv` are where `rackform init` found them;
+# after reinstalling rackform elsewhere, run `rackform init` in a scratch folder and copy them.
+# Run pulumi with RACKFORM_ROOT set to this repo (export RACKFORM_ROOT=$PWD): the program
+# sits in the installed package and reads the sites of the repo that variable names.
+name: rackform-sites
+description: On-premises AI sites from cabled racks to a GPU Kubernetes cluster
+runtime:
+  name: python
+  options:
+    toolchain: pip
+    virtualenv: {virtualenv}
+main: {main}
+"""
+
+README = textwrap.dedent("""\
+    # Sites
+
+    A site repo for rackform: the designs and inventories of our sites, the shared settings,
+    the order of rollouts, and `state/` (what was applied: commit it).
+
+    ```sh
+    rackform validate --all            # every site, and the checks across sites
+    rackform render {site}               # build/{site}/: the standalone Ansible project
+    rackform plan --all                # what a deploy would run now
+    rackform deploy {site}               # or: rackform rollout
+    rackform new-site NAME --from {site} --management-prefix ... --oob-prefix ...
+    ```
+
+    - `topologies/sites/`, `inventories/`: one design and one inventory per site
+    - `topologies/defaults.yaml`, `topologies/profiles/`: settings every site, or every site
+      that `extends:` a profile, shares
+    - `topologies/blocks/`: building blocks of our own (rackform's catalog is built in)
+    - `topologies/rollout.yaml`: waves, gates, sites routed to each other
+    - `Pulumi.yaml`: the Pulumi program of the installed rackform (`export RACKFORM_ROOT=$PWD;
+      pulumi up -s {site}`, with the `rackform[pulumi]` extra installed)
+
+    rackform itself: {package}
+    """)
