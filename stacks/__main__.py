@@ -17,10 +17,9 @@ from components.stages import stage_digests
 
 from rackform.pipeline import BadInput, DesignRejected, load_and_check
 
-ROOT = Path(os.environ.get("RACKFORM_ROOT") or pulumi.get_root_directory() or Path(__file__).resolve().parent.parent)
-"""The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT,
-else the project's folder (where Pulumi.yaml is: this checkout, or a site repo made by
-`rackform init` whose Pulumi.yaml names this program), else this checkout."""
+ROOT = Path(os.environ.get("RACKFORM_ROOT") or Path(__file__).resolve().parent.parent)
+"""The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT
+(a site repo made by `rackform init`, whose Pulumi.yaml names this program), else this checkout."""
 
 
 def checked_site(site_name: str):
