@@ -111,6 +111,8 @@ def _one_batch(args, site, batch: list[str]):
         print(f"  {', '.join(batch)}: {k8s.absent}")
     live = [host for host in batch if host not in result.failed]
     ssh = _transport(site, args.private_key)
+    rebooting = args.reboot or args.power_cycle
+    booted = {host: _boot_marker(ssh, site, host) for host in live} if rebooting else {}
     for host in list(live):
         node = site.hosts[host]
         address = str(node.management_address)
@@ -144,6 +146,11 @@ def _one_batch(args, site, batch: list[str]):
             result.failed[host] = f"does not answer SSH at {site.hosts[host].management_address} after " \
                                   f"{args.up_timeout:g} s"
     live = [host for host in live if host not in result.failed]
+    for host in live if rebooting else []:
+        marker = _boot_marker(ssh, site, host)
+        if marker is not None and marker == booted.get(host):
+            result.failed[host] = "answers SSH but did not restart (same boot id and PID 1 start time as before)"
+    live = [host for host in live if host not in result.failed]
     if live:
         verified = converge.verify(site.name, args.root, ",".join(live), private_key=args.private_key,
                                    say=lambda line: None)
@@ -158,3 +165,15 @@ def _one_batch(args, site, batch: list[str]):
                 result.failed[host] = f"uncordon: {said}"
     result.seconds = time.monotonic() - started
     return result
+
+
+def _boot_marker(ssh, site, host: str) -> str | None:
+    """The host's boot marker (rackform.day2.maintain.BOOT_MARKER_SCRIPT), None when it cannot be read."""
+    from rackform.day2.maintain import BOOT_MARKER_SCRIPT
+    from rackform.fabric.live import LiveError, Target
+
+    try:
+        text = ssh.run_script(Target(host, "host", str(site.hosts[host].management_address)), BOOT_MARKER_SCRIPT)
+    except LiveError:
+        return None
+    return text.strip() or None

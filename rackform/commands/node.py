@@ -250,8 +250,8 @@ def _deploy_and_verify(site_name: str, root: Path, hosts: list[str], also: list[
     from rackform.day2 import converge
 
     limit = ",".join([*hosts, *also])
-    print(f"deploying {', '.join(hosts)} (limit {limit}: the leaves get the new ports, the PXE server the new "
-          f"reservation)")
+    print(f"deploying {', '.join(hosts)} (limit {limit}: " + ", ".join(
+        ["the leaves get the new ports" if len(also) > 1 else "", "the PXE server its reservation"]).lstrip(", ") + ")")
     runs = [converge.deploy(site_name, root, limit, private_key=private_key)]
     if os_everywhere and runs[0].ok:
         print("os stage on every host: each one's /etc/hosts names the new node")

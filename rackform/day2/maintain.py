@@ -14,7 +14,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,4 +79,6 @@ def run_hook(hook: Path, site: Site, host: Host, timeout_s: float = 3600) -> tup
     return result.returncode == 0, f"hook exit {result.returncode}" + (f": {tail[0]}" if tail[0] else "")
 
 
-Step = Callable[[str], tuple[bool, str]]
+BOOT_MARKER_SCRIPT = "cat /proc/sys/kernel/random/boot_id; cut -d' ' -f22 /proc/1/stat\n"
+"""What changes when a machine boots: the kernel's boot id (a real server) and PID 1's start time
+(a container, which shares its host's kernel, as the lab's do)."""
