@@ -63,8 +63,13 @@ def run(args: argparse.Namespace) -> int:
     said = (info.stdout + info.stderr).strip()
     enabled = next((line.split(":", 1)[1].strip() for line in said.splitlines()
                     if line.split(":", 1)[0].strip() == "Enabled"), None)
-    if info.returncode != 0 or enabled != "true":
+    if info.returncode != 0 and "Invalid command" not in said:
         reason = said.splitlines()[-1] if said else f"ipmitool exit {info.returncode}"
+        print(f"rackform: {args.host}: could not ask the BMC at {address} about serial-over-LAN: {reason}", file=sys.stderr)
+        print(f"console {site.name} {args.host}: no console (exit 1)")
+        return EXIT_FAILED
+    if enabled != "true":
+        reason = said.splitlines()[-1] if info.returncode else "SOL is disabled in its settings"
         print(f"rackform: {args.host}: the BMC at {address} does not serve serial-over-LAN ({reason})", file=sys.stderr)
         print(f"console {site.name} {args.host}: no console (exit 1)")
         return EXIT_FAILED

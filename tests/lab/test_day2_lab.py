@@ -196,6 +196,12 @@ def test_maintain_power_cycles_two_at_a_time_with_verify_between(added, daytwo):
     assert "all checks passed" in out
 
 
+def test_console_says_plainly_that_the_lab_bmcs_serve_no_sol(daytwo):
+    code, out = rackform("console", SITE, "node-1", "--root", str(daytwo))
+    assert code == 1, out
+    assert "the BMC at 10.77.1.11 does not serve serial-over-LAN (Error requesting SOL parameter" in out
+
+
 def test_node_remove_powers_off_and_leaves_a_valid_site(added, daytwo):
     assert added[0] == 0
     code, out = rackform("node", "remove", SITE, "stor-1", "--root", str(daytwo))
