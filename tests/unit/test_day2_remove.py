@@ -69,3 +69,8 @@ def test_remove_dry_run_prints_the_diff_and_writes_nothing(site_root, capsys):
 def test_add_refuses_a_range_outside_the_oob_network(site_root, capsys):
     assert main(["node", "add", "lab", "--oob", "10.99.1.0/24", "--root", str(site_root)]) == 2
     assert "outside the site's OOB network 10.10.1.0/24" in capsys.readouterr().err
+
+
+def test_console_for_an_unknown_host_exits_2(site_root, capsys):
+    assert main(["console", "lab", "gpu-9", "--root", str(site_root)]) == 2
+    assert "unknown host 'gpu-9'" in capsys.readouterr().err
