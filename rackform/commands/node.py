@@ -127,6 +127,15 @@ def _add(args: argparse.Namespace) -> int:
     kinds = {bmc.address: blocks.identify(site.catalog, bmc.manufacturer, bmc.product, bmc.address, args.block, ask)
              for bmc in bmcs}
 
+    # Name, place and address every node before any power changes: rack full, address exhausted and
+    # the like are refused (exit 2) with nothing touched. Cabling comes from LLDP after power-on.
+    from rackform.day2 import naming
+
+    names, addresses, reserved = naming.taken_names(site), set(), []
+    for bmc in bmcs:
+        add.plan_node(site, add.Found(bmc.address, bmc.bmc_mac, bmc.serial, kinds[bmc.address], fru=bmc.fru),
+                      rack=args.rack, position_u=args.position, taken_names=names, taken_addresses=addresses,
+                      reserved=reserved)
     reader = lldp.ssh_reader(_transport(site, args.private_key))
     found, claimed, problems = [], set(), list(unread)
     for bmc in bmcs:
@@ -146,8 +155,6 @@ def _add(args: argparse.Namespace) -> int:
     if not found:
         _report_problems(problems)
         return EXIT_FAILED
-    from rackform.day2 import naming
-
     taken_names, taken_addresses, reserved, plans = naming.taken_names(site), set(), [], []
     for item in found:  # each plan takes its name, addresses and rack units before the next is made
         plans.append(add.plan_node(site, item, rack=args.rack, position_u=args.position, taken_names=taken_names,
