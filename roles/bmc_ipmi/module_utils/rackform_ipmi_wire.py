@@ -195,27 +195,10 @@ class _Requester(object):
         return self.send(sock, request_packet(command, data, self.sequence), command)
 
     def send(self, sock, packet, command):
-        for _ in range(self.attempts):
-            try:
-                sock.send(packet)
-            except OSError as error:  # e.g. no route to the out-of-band network
-                raise BmcSilent("%s:%d: %s" % (self.target[0], self.target[1], error.strerror or error))
-            deadline = time.monotonic() + self.timeout_s
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                sock.settimeout(remaining)
-                try:
-                    answer = sock.recv(1024)
-                except socket.timeout:
-                    break
-                except OSError as error:  # ICMP port unreachable: a host is there, its BMC service is not
-                    raise BmcSilent("%s:%d: %s (nothing answers IPMI there)"
-                                    % (self.target[0], self.target[1], error.strerror or error))
-                reply = response_data(answer, command)
-                if reply is not None:
-                    return reply
+        reply = _exchange(sock, packet, lambda answer: response_data(answer, command), self.timeout_s, self.attempts,
+                          self.target[0], self.target[1])
+        if reply is not None:
+            return reply
         raise BmcSilent("no answer from %s:%d to %d requests of %.1f s each (BMC down, unplugged, or not on the "
                         "out-of-band network)" % (self.target[0], self.target[1], self.attempts, self.timeout_s))
 
@@ -366,10 +349,17 @@ def suite0_gets_in(address, user, port=IPMI_PORT, timeout_s=1.0, attempts=3):
 
 def _ask_plain(sock, datagram, payload_type, timeout_s, attempts, address, port):
     """Send `datagram` up to `attempts` times; the first answer of `payload_type`, or None."""
+    return _exchange(sock, datagram, lambda answer: _plain_payload(answer, payload_type), timeout_s, attempts,
+                     address, port)
+
+
+def _exchange(sock, datagram, match, timeout_s, attempts, address, port):
+    """Send `datagram` up to `attempts` times over the connected `sock`, each time waiting
+    `timeout_s` for an answer `match` accepts (others are ignored); its result, or None."""
     for _ in range(attempts):
         try:
             sock.send(datagram)
-        except OSError as error:
+        except OSError as error:  # e.g. no route to the out-of-band network
             raise BmcSilent("%s:%d: %s" % (address, port, error.strerror or error))
         deadline = time.monotonic() + timeout_s
         while True:
@@ -381,9 +371,9 @@ def _ask_plain(sock, datagram, payload_type, timeout_s, attempts, address, port)
                 answer = sock.recv(1024)
             except socket.timeout:
                 break
-            except OSError as error:
+            except OSError as error:  # ICMP port unreachable: a host is there, its BMC service is not
                 raise BmcSilent("%s:%d: %s (nothing answers IPMI there)" % (address, port, error.strerror or error))
-            payload = _plain_payload(answer, payload_type)
-            if payload is not None:
-                return payload
+            found = match(answer)
+            if found is not None:
+                return found
     return None
