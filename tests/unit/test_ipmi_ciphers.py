@@ -150,3 +150,48 @@ def test_pyghmi_logs_in_to_the_fake_bmc_with_suite_17_and_issues_commands():
             assert device["code"] == 0 and device["data"][6:9] == bytearray(b"\x91\x12\x00")
         finally:
             ipmi.ipmi_session.logout()
+
+
+# --- the module's stack runs on the standard library alone ----------------------------------------
+
+STANDALONE = r"""
+import importlib.abc, importlib.util, os, sys
+
+for blocked in ("rackform", "pyghmi", "cryptography"):  # what the module must not need
+    sys.modules[blocked] = None
+folder = sys.argv[1]
+
+
+class RoleModuleUtils(importlib.abc.MetaPathFinder):
+    # what AnsiballZ does: ansible.module_utils.<name> from the role's module_utils folder
+    def find_spec(self, name, path, target=None):
+        if name.startswith("ansible.module_utils.rackform_ipmi_"):
+            return importlib.util.spec_from_file_location(name, os.path.join(folder, name.rsplit(".", 1)[1] + ".py"))
+        if name in ("ansible", "ansible.module_utils"):
+            return importlib.util.spec_from_loader(name, loader=None, is_package=True)
+        return None
+
+
+sys.meta_path.insert(0, RoleModuleUtils())
+from ansible.module_utils.rackform_ipmi_aes import Cipher
+from ansible.module_utils.rackform_ipmi_session import Credential, login, logout
+from ansible.module_utils.rackform_ipmi_chassis import read_power
+
+assert Cipher is None  # the pure-Python AES
+ipmi, suite = login(sys.argv[2], int(sys.argv[3]), Credential("ADMIN", "ADMIN", "site"))
+print(suite, read_power(ipmi))
+logout(ipmi)
+"""
+
+
+@pytest.mark.parametrize("suite", [17, 3])
+def test_the_modules_session_runs_with_the_standard_library_only(suite, tmp_path):
+    from rackform.ipmi.module_utils import MODULE_UTILS_DIR
+
+    script = tmp_path / "standalone.py"
+    script.write_text(STANDALONE)
+    with FakeBmc(FakeBmcConfig(suites=frozenset({suite}), power="on")) as bmc:
+        done = subprocess.run([sys.executable, "-I", str(script), str(MODULE_UTILS_DIR), bmc.address, str(bmc.port)],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert (done.returncode, done.stdout.split()) == (0, [str(suite), "on"]), done.stderr
+        assert bmc.logins == 1 and bmc.closed_sessions == 1

@@ -205,3 +205,67 @@ def test_login_proposes_only_suites_17_and_3_and_reports_the_refusal():
     finally:
         bmc.stop()
     assert bmc.requests.count("open-session") == 2  # SHA-256 (17), then SHA-1 (3); never suite 0
+
+
+# --- the module's commands, as bytes on the wire (IPMI 2.0 sections 22.26-22.30, 28.12) ------------
+
+class RecordingSession:
+    def __init__(self, answers=None):
+        self.sent = []
+        self.answers = answers or {}
+
+    def raw_command(self, netfn, command, data=()):
+        self.sent.append((netfn, command, bytes(data)))
+        return {"code": 0, "data": bytearray(self.answers.get((netfn, command), b""))}
+
+
+def commands(answers=None):
+    recorder = RecordingSession(answers)
+    return MODULES["rackform_ipmi_commands"].BmcCommands(recorder), recorder
+
+
+def test_a_20_byte_password_is_sent_in_the_20_byte_form():
+    ipmi, sent = commands()
+    ipmi.set_user_password(3, mode="set_password", password=TWENTY)
+    assert sent.sent == [(0x06, 0x47, bytes([0x83, 2]) + TWENTY.encode())]
+
+
+def test_a_short_password_is_padded_to_16_bytes_and_enable_sends_no_password():
+    ipmi, sent = commands()
+    ipmi.set_user_password(2, mode="set_password", password="ADMIN")
+    ipmi.set_user_password(2, mode="enable")
+    assert sent.sent == [(0x06, 0x47, bytes([2, 2]) + b"ADMIN" + bytes(11)), (0x06, 0x47, bytes([2, 1]))]
+
+
+def test_user_access_and_name_bytes():
+    ipmi, sent = commands()
+    ipmi.set_user_access(3, 1, callback=False, link_auth=False, ipmi_msg=True, privilege_level="administrator")
+    ipmi.set_user_access(2, 1, callback=False, link_auth=False, ipmi_msg=False, privilege_level="no_access")
+    ipmi.set_user_name(3, "rackform")
+    assert sent.sent == [(0x06, 0x43, bytes([0x91, 3, 4, 0])), (0x06, 0x43, bytes([0x81, 2, 0x0F, 0])),
+                         (0x06, 0x45, bytes([3]) + b"rackform" + bytes(8))]
+
+
+def test_user_names_are_read_up_to_the_first_nul():
+    ipmi, _ = commands({(0x06, 0x46): b"ADMIN" + bytes(11)})
+    assert ipmi.get_user_name(2) == "ADMIN"
+
+
+def test_one_time_pxe_and_the_boot_flags_read_back():
+    ipmi, sent = commands({(0x00, 0x09): bytes([1, 5, 0x80, 0x04, 0, 0, 0])})
+    ipmi.set_bootdev("network", persist=False)
+    assert sent.sent == [(0x00, 0x08, bytes([3, 8])), (0x00, 0x08, bytes([5, 0x80, 0x04, 0, 0, 0]))]
+    assert ipmi.get_bootdev() == {"bootdev": "network", "persistent": False, "uefimode": False}
+
+
+def test_boot_flags_without_their_valid_bit_read_as_no_override():
+    ipmi, _ = commands({(0x00, 0x09): bytes([1, 5, 0x00, 0x04, 0, 0, 0])})  # what ipmi_sim reports
+    assert ipmi.get_bootdev() == {"bootdev": "default", "persistent": True}
+
+
+def test_the_lan_channel_is_found_by_its_medium():
+    recorder = RecordingSession()
+    recorder.raw_command = lambda netfn, command, data=(): {
+        "code": 0, "data": bytearray([data[0], 0x04 if data[0] == 2 else 0x05, 0x01])}
+    ipmi = MODULES["rackform_ipmi_commands"].BmcCommands(recorder)
+    assert ipmi.get_network_channel() == 2
