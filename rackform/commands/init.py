@@ -83,7 +83,7 @@ def write_repo(target: Path, example: str) -> list[Path]:
     for path in sorted(inventory.rglob("*")):
         if path.is_file():
             copy(path, f"inventories/{example}/{path.relative_to(inventory).as_posix()}")
-    write("topologies/blocks/README.md", BLOCKS_README)
+    write("topologies/blocks/README.txt", BLOCKS_README)
     write("topologies/rollout.yaml", ROLLOUT.format(site=example))
     stacks = (ASSETS_DIR / "stacks").resolve()
     write("Pulumi.yaml", PULUMI_PROJECT.format(main=stacks, virtualenv=Path(sys.prefix)))

@@ -29,13 +29,13 @@ def test_provisioning_group_is_the_first_management_plane_host(lab):
 def test_provisioning_group_follows_design_order_not_names():
     hosts = {name: SimpleNamespace(name=name, role=role)
              for name, role in [("gpu-1", "gpu"), ("hci-b", "management_plane"), ("hci-a", "management_plane")]}
-    site = SimpleNamespace(hosts=hosts, switches={}, kubernetes=None, racks=[])
+    site = SimpleNamespace(hosts=hosts, switches={}, kubernetes=None, racks=[], user_inventory=None)
     assert build_groups(site)["children"]["provisioning"] == {"hosts": {"hci-b": None}}
 
 
 def test_provisioning_group_exists_empty_without_management_plane_hosts():
     site = SimpleNamespace(hosts={"gpu-1": SimpleNamespace(name="gpu-1", role="gpu")}, switches={},
-                           kubernetes=None, racks=[])
+                           kubernetes=None, racks=[], user_inventory=None)
     assert build_groups(site)["children"]["provisioning"] == {}
 
 
