@@ -176,12 +176,25 @@ def fabric_connected(site: Site) -> Iterator[Finding]:
 @check
 def bgp_peer_groups_have_members(site: Site) -> Iterator[Finding]:
     """Every switch with an AS number has a switch-to-switch link: its BGP peer group
-    `fabric` gets one member per such link, and a peer group with none peers with no one."""
+    `fabric` gets one member per such link, and a peer group with none peers with no one.
+
+    A fabric of one switch (a single leaf, as small labs have) has no one to peer with and
+    no island either: a warning, since its BGP only announces its own subnets."""
     neighbours = _bgp_neighbours(site)
+    fabrics = _fabrics(site)
     for switch in site.switches.values():
-        if switch.asn is not None and not neighbours.get(switch.name):
+        if switch.asn is None or neighbours.get(switch.name):
+            continue
+        alone = len([peer for peer in fabrics.get(switch.fabric, []) if peer.asn is not None]) == 1
+        if alone:
             yield Finding(
-                "bgp_peer_groups_have_members", "error", switch.loc, _asn_key(switch),
-                f"{switch.role} {switch.name} runs BGP (AS {switch.asn}) but no cable joins it to a leaf or "
-                "spine: its BGP peer group would have no members; cable it to the fabric or drop switch.asn",
+                "bgp_peer_groups_have_members", "warning", switch.loc, _asn_key(switch),
+                f"{switch.role} {switch.name} is the only BGP switch of fabric {_fabric_name(switch)}: it has no "
+                "peer (no peer group is rendered); fine for a one-leaf site, else cable it to a spine",
             )
+            continue
+        yield Finding(
+            "bgp_peer_groups_have_members", "error", switch.loc, _asn_key(switch),
+            f"{switch.role} {switch.name} runs BGP (AS {switch.asn}) but no cable joins it to a leaf or "
+            "spine: its BGP peer group would have no members; cable it to the fabric or drop switch.asn",
+        )

@@ -197,3 +197,20 @@ def test_the_frr_config_of_a_linked_leaf_keeps_its_peer_group(lab_files):
 
     assert " neighbor fabric peer-group\n neighbor fabric remote-as external\n" in frr
     assert " neighbor swp31 interface peer-group fabric" in frr.splitlines()
+
+
+def test_a_one_leaf_fabric_is_a_warning_not_an_island(tmp_path):
+    """Two hosts on one leaf (the lab tests' small sites): nothing to peer with, nothing cut off."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+    from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
+
+    design = two_hosts_on_a_leaf("oneleaf", "one leaf", networks("10.91.0.0/24", "10.91.1.0/24", "10.92.0.0/16"))
+    host_vars = {f"node-{n}": (f"management_address: 10.91.0.{10 + n}\nbmc_address: 10.91.1.{10 + n}\n"
+                               f"fabric_ports:\n  fab0: {{address: 10.92.1.{10 + n}/24}}\n") for n in (1, 2)}
+    host_vars["leaf-1"] = "management_address: 10.91.0.201\n"
+    root = build_site(tmp_path, "oneleaf", design, host_vars, group_vars("oneleaf", "10.91.0.1"))
+    found = [f for f in run_checks(load_site("oneleaf", root)) if f.check == "bgp_peer_groups_have_members"]
+    assert [(f.severity, f.message.split(":")[0]) for f in found] == [
+        ("warning", "leaf leaf-1 is the only BGP switch of fabric compute")]
