@@ -96,13 +96,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from rackform.day2 import add, blocks, files, lldp
+    from rackform.day2 import add, blocks, files, lldp, naming, wire
     from rackform.day2.errors import refuse
     from rackform.ipmi import discovery
     from rackform.ipmi.cli_options import credential_source, fleet_from
-    from rackform.ipmi.session import Timeouts
-    from rackform.day2 import wire
     from rackform.ipmi.fleet import BmcTarget
+    from rackform.ipmi.session import Timeouts
     from rackform.pipeline import load_and_check
 
     site, _warnings = load_and_check(args.site, args.root)
@@ -129,8 +128,6 @@ def _add(args: argparse.Namespace) -> int:
 
     # Name, place and address every node before any power changes: rack full, address exhausted and
     # the like are refused (exit 2) with nothing touched. Cabling comes from LLDP after power-on.
-    from rackform.day2 import naming
-
     names, addresses, reserved = naming.taken_names(site), set(), []
     for bmc in bmcs:
         add.plan_node(site, add.Found(bmc.address, bmc.bmc_mac, bmc.serial, kinds[bmc.address], fru=bmc.fru),
@@ -278,8 +275,7 @@ def _deploy_and_verify(site_name: str, root: Path, hosts: list[str], also: list[
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from rackform.day2 import cluster, files, remove
-    from rackform.day2 import wire
+    from rackform.day2 import cluster, files, remove, wire
     from rackform.ipmi.cli_options import credential_source, fleet_from
     from rackform.ipmi.fleet import BmcTarget
     from rackform.pipeline import build_dir, load_and_check
