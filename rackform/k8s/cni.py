@@ -142,7 +142,8 @@ def cni_group_vars(site: Site) -> dict[str, Any]:
         return {}
     matrix = load_matrix(matrix_root(site))
     return {
-        "kube_cni_versions": {"calico": matrix.components["calico"].default,
-                              "multus": matrix.components["multus"].default},
+        # Kubespray's names for the pinned releases.
+        "calico_version": matrix.components["calico"].default,
+        "multus_version": matrix.components["multus"].default,
         "kube_cni_manifests": cni_manifests(site, matrix),
     }

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackform.k8s.names import renamed_message
 from rackform.model import loader, schema
 from rackform.model.site import Host, Switch
 from rackform.model.source import BadInput, LineDict, Loc, SourceError
@@ -331,6 +332,8 @@ def _split_host_data(data: LineDict, errors: list[SourceError]) -> tuple[LineDic
             owned.locs[key] = where
         elif key in ALL_ONLY_KEYS:
             errors.append(SourceError(where, str(key), "a site-wide setting: rackform reads it from group_vars/all only"))
+        elif renamed := renamed_message(key):
+            errors.append(SourceError(where, str(key), renamed))
         elif close := _near_miss(key, HOST_KEYS):
             errors.append(SourceError(where, str(key), f"unknown key (did you mean '{close}'?); rackform's host keys: {', '.join(HOST_KEYS)}"))
         else:
@@ -417,6 +420,8 @@ def _group_vars(
 
 
 def _misplaced_group_key(group: str, key: Any) -> str | None:
+    if renamed := renamed_message(key):
+        return renamed
     if key in HOST_KEYS:
         return f"a per-host fact: set it in host_vars/<host>.yml, not for group '{group}'"
     if key in ALL_ONLY_KEYS:

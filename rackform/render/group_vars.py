@@ -109,15 +109,16 @@ def _kubernetes(site: Site) -> dict:
     kube = site.kubernetes
     if kube is None:
         return {"kube_enabled": False}
+    # Kubespray's names (docs/kubernetes.md lists rackform's former ones).
     values = {
         "kube_enabled": True,
         "kube_version": kube.version,
-        "kube_pod_prefix": str(kube.pod_prefix),
-        "kube_service_prefix": str(kube.service_prefix),
-        "kube_cni": kube.cni,
+        "kube_pods_subnet": str(kube.pod_prefix),
+        "kube_service_addresses": str(kube.service_prefix),
+        "kube_network_plugin": kube.cni,
     }
     if kube.api_vip is not None:
-        values["kube_api_vip"] = str(kube.api_vip)
+        values["kube_vip_address"] = str(kube.api_vip)
     return values
 
 

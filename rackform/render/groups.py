@@ -3,7 +3,8 @@
 Groups come from the design, never from hand edits: one per host role
 (`management_plane`, `compute`, `storage`, `gpu`, under `servers`), per switch OS
 and switch role (under `switches`, plus `fabric_switches` for leaves and spines),
-the Kubernetes groups Kubespray's users know, one per block type
+the Kubernetes groups Kubespray's users know (`etcd` holds the control plane:
+stacked etcd), one per block type
 (`block_dgx_h100`), one per rack (`rack_r1`) and `provisioning`, the host that
 serves PXE to the rest. The fixed groups are always present, even empty, so no
 play ever names an unknown group.
@@ -115,6 +116,8 @@ def generated_groups(site: Site) -> dict:
             "servers": {"children": _server_groups(site)},
             "switches": {"children": _switch_groups(switches)},
             "k8s_cluster": {"children": _kube_groups(site)},
+            # Kubespray's etcd group: kubeadm runs etcd stacked on the control plane.
+            "etcd": _group(list(site.kubernetes.control_plane) if site.kubernetes else []),
             "provisioning": _provisioning_group(site),
             **_placement_groups(site, {switch.name for switch in switches}),
         }

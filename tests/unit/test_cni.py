@@ -69,7 +69,8 @@ def test_calico_pool_is_the_site_pod_prefix():
 
 
 def test_cni_versions_come_from_the_matrix():
-    assert cni_group_vars(load_site("lab", REPO))["kube_cni_versions"] == {"calico": "v3.29.1", "multus": "v4.1.3"}
+    cni = cni_group_vars(load_site("lab", REPO))
+    assert (cni["calico_version"], cni["multus_version"]) == ("v3.29.1", "v4.1.3")
 
 
 def test_multus_image_is_pinned_to_the_matrix_release():
