@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from rackform.model.site import Site
 
-from rackform.render.etc_hosts import etc_hosts_block
 from rackform.render.groups import managed_switches
+from rackform.render.known_hosts import KNOWN_HOSTS_FILE, host_key_checking
 
 USER_CONCERN = "inventory"
 """The file (group_vars/<group>/inventory.yml) that carries the inventory's own group variables."""
@@ -31,7 +31,6 @@ CONCERN_TITLES = {
     ("all", "site"): "the site and how Ansible reaches its machines",
     ("all", "network"): "networks of the site (design: networks)",
     ("all", "ntp"): "time: NTP servers and timezone (inventory: group_vars/all.yml)",
-    ("all", "etc_hosts"): "/etc/hosts lines for every machine of the site, built once at render time",
     ("all", "fabric"): "RoCE intent both ends of a fabric link implement (design: fabric.roce)",
     ("k8s_cluster", "kubernetes"): "Kubernetes cluster settings (design: kubernetes)",
     ("servers", "fabric"): "host side of the lossless fabric (design: fabric.host)",
@@ -122,7 +121,8 @@ def _kubernetes(site: Site) -> dict:
     return values
 
 
-_CUMULUS_CONNECTION = {"ansible_connection": "ansible.builtin.ssh"}
+# The short name: testinfra (rackform verify) knows `ssh`, not `ansible.builtin.ssh`.
+_CUMULUS_CONNECTION = {"ansible_connection": "ssh"}
 # mellanox.onyx is not installed (unmaintained): the fabric play overrides the connection
 # (local) and its onyx_switch module logs in with netmiko, so these values only describe the device.
 _ONYX_CONNECTION = {
@@ -158,7 +158,6 @@ def build_group_vars(site: Site) -> ConcernFiles:
             "site": _site(site),
             "network": _network(site),
             "ntp": _ntp(site),
-            "etc_hosts": {"site_etc_hosts_block": etc_hosts_block(site)},
             "fabric": _fabric_intent(site),
         },
         "k8s_cluster": {"kubernetes": _kubernetes(site)},
@@ -170,5 +169,7 @@ def build_group_vars(site: Site) -> ConcernFiles:
         files["cumulus"] = {"connection": dict(_CUMULUS_CONNECTION)}
     if "onyx" in switch_oses:
         files["onyx"] = {"connection": dict(_ONYX_CONNECTION)}
+        if host_key_checking(site):  # the module checks the switch's key as ssh does for servers
+            files["onyx"]["connection"]["onyx_switch_known_hosts"] = "{{ playbook_dir }}/" + KNOWN_HOSTS_FILE
     _add_user_group_vars(files, site)
     return files

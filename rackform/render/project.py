@@ -17,9 +17,11 @@ from rackform.model.site import Site
 from rackform.render import yamltext
 from rackform.render.assets import role_files
 from rackform.render.diagram import site_svgs
+from rackform.render.etc_hosts import ETC_HOSTS_FILE, etc_hosts_file
 from rackform.render.group_vars import CONCERN_TITLES, ConcernFiles, build_group_vars
 from rackform.render.groups import build_groups, host_groups, managed_switches
 from rackform.render.host_vars import host_vars, peer_index, switch_vars
+from rackform.render.known_hosts import KNOWN_HOSTS_FILE, known_hosts_file
 from rackform.render.platform_files import platform_files
 from rackform.render.project_files import playbook_files, project_files
 from rackform.render.switch_configs import switch_config_files
@@ -86,6 +88,7 @@ def render_files(site: Site) -> dict[str, bytes]:
     )
     text.update(playbook_files(site))
     text.update(project_files(site, len(inventory.switch_vars)))
+    text.update({ETC_HOSTS_FILE: etc_hosts_file(site), KNOWN_HOSTS_FILE: known_hosts_file(site)})
     text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
     files = {path: content.encode() for path, content in text.items()}
     files.update(platform_files(site))

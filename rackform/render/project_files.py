@@ -17,6 +17,7 @@ from rackform.model.site import Site
 from rackform.pipeline import STAGES
 from rackform.render.assets import project_templates
 from rackform.render.groups import SERVER_GROUPS
+from rackform.render.known_hosts import KNOWN_HOSTS_FILE, host_key_checking
 
 VALIDATE_PLAYBOOK = "validate.yml"
 SITE_PLAYBOOK = "site.yml"
@@ -71,5 +72,7 @@ def project_files(site: Site, managed_switch_count: int) -> dict[str, str]:
         "server_groups": SERVER_GROUPS,
         "machine_count": len(site.hosts) + managed_switch_count,
         "forks": forks_for(len(site.hosts) + managed_switch_count),
+        "host_key_checking": host_key_checking(site),
+        "known_hosts_file": KNOWN_HOSTS_FILE,
     }
     return {path: _template(f"project/{template}").render(context) for path, template in _PROJECT_FILES.items()}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rackform.paths import INFRA_CHECKS_DIR
 from rackform.pipeline import STAGE_NAMES, build_dir
-from rackform.run.verify_inventory import CONTROL_DIR_ENV, EmittedInventory, InventoryError
+from rackform.run.verify_inventory import EmittedInventory, InventoryError, ssh_environment_for_testinfra
 
 CHECKS_DIR = INFRA_CHECKS_DIR
 """The checks that ship with rackform (a source checkout; not in a wheel)."""
@@ -260,7 +260,7 @@ def _environment(project: Path, envvars: Mapping[str, str] | None, control_dir: 
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
     env.update(envvars or {})
     env["ANSIBLE_CONFIG"] = str(project / "ansible.cfg")
-    env[CONTROL_DIR_ENV] = str(control_dir)
+    env.update(ssh_environment_for_testinfra(env, control_dir))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 

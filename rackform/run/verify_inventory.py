@@ -1,29 +1,28 @@
 """The emitted inventory as `rackform verify`'s testinfra checks need it.
 
 `EmittedInventory` reads `inventory/` the way Ansible merges it, without Ansible:
-Ansible's `ansible-inventory --list` (what testinfra calls) copies every group
-variable into every host, `site_etc_hosts_block` included, so its output grows with
-the square of the site: gigabytes at 10,000 nodes. This reader loads `hosts.yml`
+`ansible-inventory --list` copies every group variable into every host and takes
+tens of seconds at 10,000 hosts (docs/verify.md). This reader loads `hosts.yml`
 once, each `group_vars/<group>` once, and a host's `host_vars` only when that host
 is asked for; merged variables share the group values instead of copying them. It
 reads the layout `rackform render` writes (YAML `hosts.yml`, `group_vars/` and
 `host_vars/` beside it), not inventory plugins; values are not templated, as in
 `ansible-inventory`.
 
-`install_for_testinfra` hands that inventory to testinfra's Ansible runner, each
-host's connection settings adapted (`connection_view`) so that testinfra's SSH
-backend reaches a machine the way Ansible does.
+`verify` picks machines with it and the checks read their expected values from it;
+testinfra itself, as shipped, lists the inventory with `ansible-inventory --list` to
+connect. That listing stays linear in the site because no group variable is
+site-sized: /etc/hosts is a file of the project (rackform/render/etc_hosts.py).
+`ssh_environment_for_testinfra` passes testinfra what a check run needs (no prompts, a
+control socket per run) through the environment testinfra reads.
 """
 
 from __future__ import annotations
 
-import configparser
 import fnmatch
-import os
 import shlex
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from functools import cached_property, partial
+from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from rackform.render.groups import host_groups
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YAML_SUFFIXES = ("", ".yml", ".yaml", ".json")
-HostView = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 class _InventoryLoader(_BaseLoader):  # type: ignore[misc, valid-type]
@@ -115,23 +113,6 @@ class EmittedInventory:
                 found.setdefault(group, []).append(host)
         return found
 
-    @cached_property
-    def _tree_index(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        """(group -> hosts listed directly under it, group -> its direct child groups)."""
-        direct: dict[str, list[str]] = {}
-        children: dict[str, list[str]] = {}
-
-        def walk(name: str, group: dict | None) -> None:
-            group = group or {}
-            # A group may be listed under two parents: keep the union, in order.
-            direct[name] = list(dict.fromkeys([*direct.get(name, ()), *(group.get("hosts") or {})]))
-            children[name] = list(dict.fromkeys([*children.get(name, ()), *(group.get("children") or {})]))
-            for child, child_group in (group.get("children") or {}).items():
-                walk(child, child_group)
-
-        walk("all", self.tree)
-        return direct, children
-
     @property
     def hosts(self) -> list[str]:
         return list(self.groups_of)
@@ -166,108 +147,25 @@ class EmittedInventory:
             self._host_vars[host] = merged
         return self._host_vars[host]
 
-    def as_ansible_list(self, host_view: HostView | None = None) -> dict[str, Any]:
-        """The shape of `ansible-inventory --list` (what testinfra reads), with
-        `_meta.hostvars` computed per host on first use. `host_view(name, vars)` may
-        adapt each host's variables on the way out."""
-        direct, children = self._tree_index
-        listing: dict[str, Any] = {group: {"hosts": direct[group], "children": children[group]} for group in direct}
-        listing["_meta"] = {"hostvars": _LazyHostVars(self, host_view)}
-        return listing
-
-
-class _LazyHostVars(Mapping):
-    """`_meta.hostvars`: a host's merged variables, computed when first looked up."""
-
-    def __init__(self, inventory: EmittedInventory, host_view: HostView | None):
-        self._inventory = inventory
-        self._view = host_view
-        self._cache: dict[str, dict[str, Any]] = {}
-
-    def __getitem__(self, host: str) -> dict[str, Any]:
-        if host not in self._cache:
-            values = self._inventory.vars_for(host)
-            self._cache[host] = self._view(host, values) if self._view else values
-        return self._cache[host]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._inventory.groups_of)
-
-    def __len__(self) -> int:
-        return len(self._inventory.groups_of)
-
 
 # --- testinfra ---------------------------------------------------------------------------
 
-# Ansible's fully qualified connection names -> the names testinfra knows.
-CONNECTION_ALIASES = {
-    "ansible.builtin.ssh": "ssh",
-    "ansible.legacy.ssh": "ssh",
-    "ansible.builtin.paramiko_ssh": "paramiko_ssh",
-    "ansible.builtin.local": "local",
-    "ansible.legacy.local": "local",
-}
-SSH_CONNECTIONS = ("ssh", "smart", "paramiko_ssh")
+SSH_EXTRA_ARGS_ENV = "ANSIBLE_SSH_EXTRA_ARGS"
+"""Read by testinfra (as shipped) for every SSH host, after ansible.cfg's ssh_args: how
+verify adds what a check run needs without changing testinfra."""
 CONTROL_DIR_ENV = "RACKFORM_VERIFY_CONTROL_DIR"
 """Folder for SSH control sockets; `verify` makes one per run, so a later run never
 reuses a master connection to a machine that has since gone away."""
 
 
-@dataclass(frozen=True, slots=True)
-class SshDefaults:
-    """What Ansible's SSH connection does that testinfra's SSH backend does not on its own."""
-
-    options: tuple[str, ...]
-    """Extra `ssh -o` options for every SSH host."""
-    private_key_file: str | None
-    """Ansible's default key (ANSIBLE_PRIVATE_KEY_FILE, or private_key_file in ansible.cfg)."""
-
-    @classmethod
-    def from_ansible(cls, config: configparser.ConfigParser, environ: Mapping[str, str]) -> SshDefaults:
-        # Never prompt for a password or a host key: a check run has no one to answer.
-        options = ["BatchMode=yes"]
-        checking = environ.get("ANSIBLE_HOST_KEY_CHECKING") or config.get(
-            "defaults", "host_key_checking", fallback="true", raw=True)
-        if checking.strip().lower() in ("false", "no", "0", "off"):
-            options.append("StrictHostKeyChecking=no")
-        # ansible.cfg asks for ControlMaster/ControlPersist; testinfra keeps them only
-        # with a control path, which ansible.cfg does not name (Ansible picks its own).
-        ssh_args = config.get("ssh_connection", "ssh_args", fallback="", raw=True)
-        if "controlmaster" in ssh_args.lower() and not config.has_option("ssh_connection", "control_path"):
-            options.append(f"ControlPath={_control_dir(environ)}/%C")
-        key = environ.get("ANSIBLE_PRIVATE_KEY_FILE") or config.get(
-            "defaults", "private_key_file", fallback=None, raw=True)
-        return cls(tuple(options), key)
-
-
-def _control_dir(environ: Mapping[str, str]) -> Path:
-    folder = Path(environ.get(CONTROL_DIR_ENV) or "~/.ansible/cp/rackform").expanduser()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder
-
-
-def connection_view(host: str, values: Mapping[str, Any], ssh: SshDefaults) -> dict[str, Any]:
-    """A host's variables as testinfra must see them to connect as Ansible would."""
-    view = dict(values)
-    connection = str(view.get("ansible_connection", "ssh"))
-    view["ansible_connection"] = CONNECTION_ALIASES.get(connection, connection)
-    if view["ansible_connection"] in SSH_CONNECTIONS:
-        extra = " ".join(f"-o {shlex.quote(option)}" for option in ssh.options)
-        view["ansible_ssh_common_args"] = f"{view.get('ansible_ssh_common_args', '')} {extra}".strip()
-        has_key = "ansible_ssh_private_key_file" in view or "ansible_private_key_file" in view
-        if ssh.private_key_file and not has_key:
-            view["ansible_ssh_private_key_file"] = ssh.private_key_file
-    return view
-
-
-def install_for_testinfra(inventory_path: str) -> EmittedInventory:
-    """Give testinfra's runner for `inventory_path` (the `--ansible-inventory` value) our
-    listing instead of `ansible-inventory --list`; returns the inventory."""
-    from testinfra.utils.ansible_runner import AnsibleRunner  # only where testinfra runs
-
-    inventory = EmittedInventory(Path(inventory_path))
-    runner = AnsibleRunner.get_runner(inventory_path)
-    ssh = SshDefaults.from_ansible(runner.ansible_config, os.environ)
-    # `inventory` is a functools.cached_property: a value in the instance dict wins.
-    runner.__dict__["inventory"] = inventory.as_ansible_list(partial(connection_view, ssh=ssh))
-    return inventory
+def ssh_environment_for_testinfra(environ: Mapping[str, str], control_dir: Path) -> dict[str, str]:
+    """Environment for the pytest that runs the checks, so testinfra's SSH reaches a
+    machine as Ansible does. Host keys are not touched here: ansible.cfg's ssh_args
+    (which testinfra reads) already check them, or, in the lab, say not to."""
+    # Never prompt for a password or a host key: a check run has no one to answer.
+    options = ["BatchMode=yes", f"ControlPath={control_dir}/%C"]
+    key = environ.get("ANSIBLE_PRIVATE_KEY_FILE")
+    if key:  # Ansible's default key, for machines whose inventory names none
+        options.append(f"IdentityFile={key}")
+    extra = " ".join(f"-o {shlex.quote(option)}" for option in options)
+    return {SSH_EXTRA_ARGS_ENV: f"{environ.get(SSH_EXTRA_ARGS_ENV, '')} {extra}".strip(), CONTROL_DIR_ENV: str(control_dir)}

@@ -34,8 +34,9 @@ def test_hostname_is_inventory_name(host, machine):
     assert hostname == machine, f"hostname is {hostname}, the inventory says {machine}"
 
 
-def test_etc_hosts_lists_every_site_machine(host, machine_vars):
-    wanted = [" ".join(line.split()) for line in machine_vars["site_etc_hosts_block"].splitlines() if line.strip()]
+def test_etc_hosts_lists_every_site_machine(host, project):
+    rendered = (project / "files" / "etc_hosts").read_text(encoding="utf-8")
+    wanted = [" ".join(line.split()) for line in rendered.splitlines() if line.strip() and not line.startswith("#")]
     present = {" ".join(line.split()) for line in host.file("/etc/hosts").content_string.splitlines()}
     missing = [line for line in wanted if line not in present]
     assert not missing, f"/etc/hosts lacks {len(missing)} of the site's {len(wanted)} lines, first: {missing[0]}"

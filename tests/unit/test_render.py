@@ -20,6 +20,7 @@ import yaml
 
 from rackform.model.loader import load_site
 from rackform.model.schema import RoceOverrides
+from rackform.model.source import BadInput
 from rackform.model.site import Cable, Endpoint, Port
 from rackform.pipeline import STAGES
 from rackform.render import render_files, render_project, stage_digest, write_project
@@ -278,13 +279,39 @@ def test_ansible_reads_the_host_variables(ansible_inventory):
         "10.10.0.203 spine-1.lab.rackform.test spine-1",
     ],
 )
-def test_etc_hosts_block_names_every_machine(files, line):
-    assert line in load(files, "inventory/group_vars/all/etc_hosts.yml")["site_etc_hosts_block"].splitlines()
+def test_etc_hosts_file_names_every_machine(files, line):
+    assert line in files["files/etc_hosts"].decode().splitlines()
 
 
-def test_etc_hosts_block_has_one_line_per_machine(files):
-    block = load(files, "inventory/group_vars/all/etc_hosts.yml")["site_etc_hosts_block"]
-    assert len(block.splitlines()) == len(LAB_SERVERS | LAB_SWITCHES)
+def test_etc_hosts_file_has_one_line_per_machine_and_no_group_variable(files):
+    site_lines = [line for line in files["files/etc_hosts"].decode().splitlines() if ".lab.rackform.test" in line]
+    assert len(site_lines) == len(LAB_SERVERS | LAB_SWITCHES)
+    assert not any("etc_hosts" in path for path in files if path.startswith("inventory/"))
+
+
+def test_lab_says_host_key_checking_is_off(files):
+    cfg = files["ansible.cfg"].decode()
+    assert "host_key_checking = False" in cfg and "StrictHostKeyChecking=no" in cfg
+    assert "OFF" in files["known_hosts"].decode()
+
+
+def test_real_site_checks_host_keys_against_rendered_known_hosts(lab, tmp_path):
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    site = copy.deepcopy(lab)
+    site.user_inventory.group_vars["all"].values.pop("ansible_host_key_checking")
+    site.hosts["gpu-1"].user_vars["ssh_host_keys"] = [key + " root@gpu-1"]
+    files = render_files(site)
+    cfg = files["ansible.cfg"].decode()
+    assert "host_key_checking = True" in cfg
+    assert "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=known_hosts" in cfg
+    assert f"10.10.0.15,gpu-1,gpu-1.lab.rackform.test {key}" in files["known_hosts"].decode().splitlines()
+
+
+def test_malformed_host_key_is_a_source_error(lab):
+    site = copy.deepcopy(lab)
+    site.hosts["gpu-1"].user_vars["ssh_host_keys"] = ["ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQABAAABAQ"]
+    with pytest.raises(BadInput, match=r"gpu-1\.yml:\d+: ssh_host_keys: gpu-1: the ssh-ed25519 key is not valid"):
+        render_files(site)
 
 
 @pytest.mark.parametrize(
@@ -339,7 +366,7 @@ def test_switch_ports_come_from_the_cabling_plan(files, switch, port, descriptio
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_network_plugin", "calico"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_vip_address", "10.10.0.5"),
         ("inventory/group_vars/k8s_cluster/cni.yml", "calico_version", "v3.29.1"),
-        ("inventory/group_vars/cumulus/connection.yml", "ansible_connection", "ansible.builtin.ssh"),
+        ("inventory/group_vars/cumulus/connection.yml", "ansible_connection", "ssh"),
     ],
 )
 def test_group_vars_hold_the_design_values(files, path, key, value):

@@ -8,7 +8,6 @@ listens on, so no lab is needed.
 
 from __future__ import annotations
 
-import configparser
 import importlib.util
 import json
 import os
@@ -35,7 +34,8 @@ from rackform.run.verify import (
     split_test_name,
     verify,
 )
-from rackform.run.verify_inventory import CONTROL_DIR_ENV, EmittedInventory, SshDefaults, connection_view
+from rackform.run.verify_inventory import (CONTROL_DIR_ENV, SSH_EXTRA_ARGS_ENV, EmittedInventory,
+                                           ssh_environment_for_testinfra)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = "unit"
@@ -359,62 +359,46 @@ def test_group_names(lab_inventory):
         "block_sn4700", "cumulus", "fabric_switches", "leaf", "rack_r1", "switches"]
 
 
-def test_listing_names_groups_hosts_and_children(lab_inventory):
-    listing = lab_inventory.as_ansible_list()
-    assert (listing["leaf"]["hosts"], listing["servers"]["children"]) == (
-        ["leaf-1", "leaf-2"], ["management_plane", "compute", "storage", "gpu"])
+# --- what testinfra, as shipped, is given ------------------------------------------------------
+
+def test_checks_never_prompt_and_use_the_runs_control_folder(tmp_path):
+    env = ssh_environment_for_testinfra({}, tmp_path)
+    assert (env[SSH_EXTRA_ARGS_ENV], env[CONTROL_DIR_ENV]) == (
+        f"-o BatchMode=yes -o ControlPath={tmp_path}/%C", str(tmp_path))
 
 
-def test_listing_hostvars_pass_through_the_view(lab_inventory):
-    listing = lab_inventory.as_ansible_list(lambda host, values: {"name": host, "asn": values["switch_asn"]})
-    assert listing["_meta"]["hostvars"]["leaf-1"] == {"name": "leaf-1", "asn": 65101}
+def test_default_key_and_users_extra_args_are_kept(tmp_path):
+    env = ssh_environment_for_testinfra({"ANSIBLE_PRIVATE_KEY_FILE": "/keys/default", SSH_EXTRA_ARGS_ENV: "-4"}, tmp_path)
+    assert env[SSH_EXTRA_ARGS_ENV].startswith("-4 -o BatchMode=yes")
+    assert env[SSH_EXTRA_ARGS_ENV].endswith("-o IdentityFile=/keys/default")
 
 
-# --- connection settings as testinfra sees them -------------------------------------------------
+def test_testinfra_is_not_patched():
+    """verify hands testinfra nothing but its own inventory file and environment."""
+    import rackform.run.verify_inventory as module
 
-def _defaults(cfg: str, environ: dict[str, str] | None = None) -> SshDefaults:
-    config = configparser.ConfigParser()
-    config.read_string(cfg)
-    return SshDefaults.from_ansible(config, environ or {})
-
-
-def test_fully_qualified_ssh_connection_becomes_ssh():
-    view = connection_view("leaf-1", {"ansible_connection": "ansible.builtin.ssh"}, _defaults(""))
-    assert view["ansible_connection"] == "ssh"
+    assert not hasattr(module, "install_for_testinfra")
+    assert "AnsibleRunner" not in Path(module.__file__).read_text()
 
 
-def test_ssh_never_prompts():
-    view = connection_view("node-1", {}, _defaults(""))
-    assert "-o BatchMode=yes" in view["ansible_ssh_common_args"]
-
-
-@pytest.mark.parametrize(("cfg", "environ", "checked"), [
-    ("[defaults]\nhost_key_checking = False\n", {}, False),
-    ("", {}, True),
-    ("[defaults]\nhost_key_checking = False\n", {"ANSIBLE_HOST_KEY_CHECKING": "True"}, True),
+@pytest.mark.parametrize(("checking", "options"), [
+    (True, "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=known_hosts"),
+    (False, "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"),
 ])
-def test_host_key_checking_follows_ansible(cfg, environ, checked):
-    view = connection_view("node-1", {}, _defaults(cfg, environ))
-    assert ("StrictHostKeyChecking=no" not in view["ansible_ssh_common_args"]) == checked
+def test_testinfra_as_shipped_reads_the_host_key_options_of_ansible_cfg(tmp_path, monkeypatch, checking, options):
+    """testinfra's own runner (its ansible-inventory listing) gives ssh the options ansible.cfg names."""
+    from testinfra.utils.ansible_runner import AnsibleRunner
 
-
-def test_control_persist_gets_a_control_path_in_the_runs_folder(tmp_path):
-    defaults = _defaults("[ssh_connection]\nssh_args = -o ControlMaster=auto\n", {CONTROL_DIR_ENV: str(tmp_path)})
-    view = connection_view("node-1", {}, defaults)
-    assert f"-o ControlPath={tmp_path}/%C" in view["ansible_ssh_common_args"]
-
-
-@pytest.mark.parametrize(("values", "key"), [
-    ({}, "/keys/default"),
-    ({"ansible_ssh_private_key_file": "/keys/own"}, "/keys/own"),
-])
-def test_private_key_from_environment_unless_host_has_one(values, key):
-    view = connection_view("node-1", values, _defaults("", {"ANSIBLE_PRIVATE_KEY_FILE": "/keys/default"}))
-    assert view["ansible_ssh_private_key_file"] == key
-
-
-def test_local_connection_is_left_alone():
-    assert connection_view("box", LOCAL, _defaults("")) == {"ansible_connection": "local"}
+    site = load_site("lab", REPO_ROOT)
+    if checking:  # the lab turns checking off; a real site is the lab without that line
+        site.user_inventory.group_vars["all"].values.pop("ansible_host_key_checking")
+    project = tmp_path / "lab"
+    render_project(site, project)
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(project / "ansible.cfg"))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.chdir(project)
+    backend = AnsibleRunner(str(project / "inventory" / "hosts.yml")).get_host("leaf-1").backend
+    assert backend.NAME == "ssh" and options in backend.ssh_extra_args
 
 
 # --- helpers the checks share -----------------------------------------------------------------
