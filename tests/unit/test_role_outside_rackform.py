@@ -72,6 +72,19 @@ def test_k8s_prereqs_from_a_plain_playbook_checks_without_changing(tmp_path):
 
 
 @pytest.mark.slow
+def test_base_os_from_a_plain_playbook_passes_the_syntax_check(tmp_path):
+    """Syntax only: its handlers restart systemd units, which a container without systemd
+    (this test's machine) cannot answer for, even in check mode."""
+    project = plain_project(tmp_path, "base_os", "host_state")
+    (project / "files").mkdir()
+    (project / "files" / "etc_hosts").write_text("127.0.0.1 localhost\n")
+
+    syntax = playbook(project, "--syntax-check")
+
+    assert syntax.returncode == 0, syntax.stdout + syntax.stderr
+
+
+@pytest.mark.slow
 def test_gpu_node_from_a_plain_playbook_runs_for_real(tmp_path):
     project = plain_project(tmp_path, "gpu_node")
     absent = f"gpu_node_nvidia_smi={tmp_path / 'no-nvidia-smi'}"
