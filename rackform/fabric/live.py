@@ -327,8 +327,10 @@ class SshTransport:
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "-p", str(port)]
         if self.key_file is not None:
             argv += ["-i", str(self.key_file), "-o", "IdentitiesOnly=yes"]
+        # Host keys always checked: against `known_hosts` when given, else the user's own.
+        argv += ["-o", "StrictHostKeyChecking=yes"]
         if self.known_hosts is not None:
-            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
+            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         return argv + [f"{self.user}@{address}", "sh", "-s"]
 
     def run_script(self, target: Target, script: str) -> str:
@@ -348,7 +350,8 @@ class SshTransport:
 class OnyxLogin:
     """How to log in to Onyx switches (netmiko `mellanox_mlnxos`), as `rackform fabric apply`
     does: the password from $RACKFORM_SWITCH_PASSWORD, never from the command line; host
-    keys checked against `known_hosts` when one is given."""
+    keys always checked, against `known_hosts` when one is given, else the user's own
+    (~/.ssh/known_hosts): an unknown or changed key refuses the login."""
 
     username: str = "admin"
     password: str | None = field(default=None, repr=False)
@@ -364,22 +367,31 @@ class OnyxLogin:
 
 def onyx_running_config(target: Target, login: OnyxLogin) -> str:
     """`show running-config` from an Onyx switch over netmiko."""
+    import paramiko
     from netmiko import ConnectHandler  # slow to import: only when an Onyx switch is read
     from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
 
     if target.address is None:
         raise LiveError(f"{target.name}: no management_address in the inventory")
-    strict = login.known_hosts is not None
+    given = login.known_hosts is not None
     params = {"device_type": "mellanox_mlnxos", "host": target.address, "port": target.port,
               "username": login.username, "password": login.password or "", "allow_agent": False,
               "use_keys": login.key_file is not None, "key_file": str(login.key_file) if login.key_file else None,
-              "ssh_strict": strict, "system_host_keys": False, "alt_host_keys": strict,
-              "alt_key_file": str(login.known_hosts) if strict else ""}
+              "ssh_strict": True, "system_host_keys": not given, "alt_host_keys": given,
+              "alt_key_file": str(login.known_hosts) if given else ""}
     try:
         with ConnectHandler(**params) as connection:
             connection.enable()
             return connection.send_command("show running-config")
-    except (NetmikoAuthenticationException, NetmikoTimeoutException, OSError, ValueError) as error:
+    except (NetmikoAuthenticationException, NetmikoTimeoutException, OSError, ValueError,
+            paramiko.SSHException) as error:
+        where = login.known_hosts or "~/.ssh/known_hosts"
+        if "does not match" in str(error):
+            raise LiveError(f"{target.name}: host key of {target.address}:{target.port} CHANGED from the one in "
+                            f"{where}; refusing to log in") from None
+        if "not found in known_hosts" in str(error):
+            raise LiveError(f"{target.name}: host key of {target.address}:{target.port} is unknown (not in "
+                            f"{where}); add it to ssh_host_keys in the inventory and render") from None
         raise LiveError(f"{target.name}: Onyx login to {target.address}:{target.port} failed: {error}") from None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -148,15 +149,15 @@ def onyx(tmp_path_factory):
         yield emulator
 
 
-def test_onyx_running_config_over_netmiko(onyx):
-    login = OnyxLogin(password=ONYX_PASSWORD)
+def test_onyx_running_config_over_netmiko(onyx, tmp_path):
+    login = OnyxLogin(password=ONYX_PASSWORD, known_hosts=_scanned(onyx, tmp_path))
     device = read_device(Target("leaf-1", "onyx", "127.0.0.1", port=onyx.port), SshTransport(), login)
     assert (device.error, device.qos.pfc("Eth1/1"), device.qos.mtu_by_port) == (None, (3,), {"Eth1/1": 9216})
 
 
-def test_onyx_wrong_password_is_an_unreachable_device(onyx):
+def test_onyx_wrong_password_is_an_unreachable_device(onyx, tmp_path):
     device = read_device(Target("leaf-1", "onyx", "127.0.0.1", port=onyx.port), SshTransport(),
-                         OnyxLogin(password="wrong"))
+                         OnyxLogin(password="wrong", known_hosts=_scanned(onyx, tmp_path)))
     assert device.error.startswith(f"Onyx login to 127.0.0.1:{onyx.port} failed")
 
 
@@ -171,3 +172,53 @@ def test_onyx_password_comes_from_the_variable_the_onyx_switch_role_reads(monkey
     variable = re.fullmatch(r"\{\{ lookup\('ansible.builtin.env', '(\w+)'\) \}\}", defaults["onyx_switch_password"])[1]
     monkeypatch.setenv(variable, "from-the-environment")
     assert OnyxLogin.from_environment("admin").password == "from-the-environment"
+
+
+# --- host keys: an unknown or changed key refuses the login ------------------------------------
+
+def test_ssh_checks_host_keys_even_without_known_hosts():
+    argv = SshTransport().ssh_argv("10.66.0.11")
+    assert "StrictHostKeyChecking=yes" in argv and not any(arg.startswith("UserKnownHostsFile") for arg in argv)
+
+
+@pytest.fixture(scope="module")
+def onyx_emulator(tmp_path_factory):
+    from rackform.lab.onyx_emulator import OnyxEmulator
+
+    with OnyxEmulator("sw-keys", 4, tmp_path_factory.mktemp("onyx-keys"), password="pw") as running:
+        yield running
+
+
+def _onyx_read(emulator, known_hosts):
+    from rackform.fabric.live import OnyxLogin, onyx_running_config
+
+    target = Target("leaf-9", "onyx", "127.0.0.1", port=emulator.port)
+    return onyx_running_config(target, OnyxLogin(username="admin", password="pw", known_hosts=known_hosts))
+
+
+def test_onyx_login_refuses_an_unknown_host_key(onyx_emulator, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    with pytest.raises(LiveError, match=r"leaf-9: host key of 127\.0\.0\.1:\d+ is unknown \(not in .*known_hosts\)"):
+        _onyx_read(onyx_emulator, empty)
+
+
+def test_onyx_login_refuses_a_changed_host_key(onyx_emulator, tmp_path):
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{onyx_emulator.port} {other}\n")
+    with pytest.raises(LiveError, match=r"host key of 127\.0\.0\.1:\d+ CHANGED"):
+        _onyx_read(onyx_emulator, known)
+
+
+def _scanned(emulator, folder: Path) -> Path:
+    """A known_hosts holding the emulator's real key (what ssh_host_keys would render)."""
+    found = subprocess.run(["ssh-keyscan", "-p", str(emulator.port), "127.0.0.1"],
+                           capture_output=True, text=True, timeout=30, check=True).stdout
+    assert found.strip()
+    (folder / "scanned_known_hosts").write_text(found)
+    return folder / "scanned_known_hosts"
+
+
+def test_onyx_login_accepts_the_recorded_host_key(onyx_emulator, tmp_path):
+    assert _onyx_read(onyx_emulator, _scanned(onyx_emulator, tmp_path))  # logged in: no LiveError

@@ -69,8 +69,8 @@ class Login:
     password: str | None = field(default=None, repr=False)
     key_file: str | None = None
     known_hosts: str | None = None
-    """OpenSSH known_hosts to check the switch's host key against (None: accept it, as the
-    emitted project's `host_key_checking = False` does)."""
+    """OpenSSH known_hosts to check the switch's host key against (None: the controller
+    user's ~/.ssh/known_hosts). An unknown or changed key always refuses the login."""
     timeout_s: float = 30.0
 
 
@@ -92,8 +92,8 @@ class OnyxSession:
                 self._connection = ConnectHandler(
                     device_type=DEVICE_TYPE, host=link.host, port=link.port, username=link.username,
                     password=link.password or "", key_file=key_file, use_keys=key_file is not None,
-                    allow_agent=False, ssh_strict=link.known_hosts is not None,
-                    system_host_keys=False, alt_host_keys=link.known_hosts is not None,
+                    allow_agent=False, ssh_strict=True,
+                    system_host_keys=link.known_hosts is None, alt_host_keys=link.known_hosts is not None,
                     alt_key_file=link.known_hosts or "", conn_timeout=link.timeout_s,
                 )
                 self._connection.enable()
