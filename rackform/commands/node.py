@@ -8,8 +8,9 @@ add:     find BMCs the inventory lacks on an OOB range, identify each one's bloc
 remove:  cordon and drain where a cluster exists, power off through the BMC, take the host
          out of the design, cabling, placement and inventory; the site stays valid.
 replace: the BMC's FRU serial no longer matches the inventory (`bmc status` flags it):
-         record the new serial and MACs, re-image over PXE, harden the BMC, deploy and
-         verify the node.
+         record the new serial and MACs, drain and delete the old node object where a
+         cluster exists, re-image over PXE, harden the BMC, deploy and verify the node,
+         and re-join it (scale.yml) where a cluster exists.
 
 Exit 0 when done, 1 when a BMC, switch, stage or check failed (named), 2 for bad input
 (unknown host, address exhausted, rack full, ambiguous block type ...), nothing touched.
@@ -350,10 +351,26 @@ def _replace(args: argparse.Namespace) -> int:
     files.write(args.root, changes)
     if args.no_deploy:
         return EXIT_OK
+    from rackform.day2 import cluster
+    from rackform.pipeline import build_dir
+
+    k8s = cluster.find(build_dir(args.root, site.name))
+    for step in (k8s.drain, k8s.forget):  # the old node object goes; the new machine joins afresh
+        ok, said = step(args.host)
+        print(f"{args.host}: {step.__name__}: {said.splitlines()[-1] if said else 'ok'}")
+        if not ok:
+            return EXIT_FAILED
+        if k8s.absent:
+            break
     code = replace.reimage(args, site, host)
     if code:
         return code
     code = _deploy_and_verify(site.name, args.root, [args.host], ["provisioning"], args.private_key)
+    if code == EXIT_OK and not k8s.absent:
+        from rackform.commands.upgrade import run_maintenance_playbook
+
+        code = run_maintenance_playbook(site.name, args.root, "scale.yml", f"{args.host},kube_control_plane",
+                                        args.private_key)
     print(f"node replace {site.name}: {args.host} now serial {facts.serial}"
           + ("" if code == EXIT_OK else " (deploy or verify failed)"))
     return code
