@@ -99,6 +99,20 @@ def _check(site: Site, args: argparse.Namespace, endpoints: dict[str, tuple[str,
                               endpoints=endpoints)
 
 
+def site_known_hosts(site: Site) -> Path:
+    """The site's known_hosts (rendered from the inventory's ssh_host_keys), written next to the
+    rendered project so the devices' keys are checked against the design, not ~/.ssh/known_hosts."""
+    from rackform.pipeline import build_dir
+    from rackform.render.known_hosts import KNOWN_HOSTS_FILE, known_hosts_file
+
+    path = build_dir(site.site_path.parent.parent.parent, site.name) / KNOWN_HOSTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = known_hosts_file(site)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
 def live_fabric_report(site: Site, *, user: str | None = None, private_key: Path | None = None, live: bool = True,
                        endpoints: dict[str, tuple[str, int]] | None = None) -> FabricReport:
     """The fabric checked against the live devices: the site's lab when it is up here, else
@@ -115,8 +129,8 @@ def live_fabric_report(site: Site, *, user: str | None = None, private_key: Path
             return check_fabric(site)
         key = private_key or (Path(os.environ["ANSIBLE_PRIVATE_KEY_FILE"])
                               if os.environ.get("ANSIBLE_PRIVATE_KEY_FILE") else None)
-        ssh, source = SshTransport(user=user, key_file=key), "devices"
-    onyx = OnyxLogin.from_environment(user, private_key or ssh.key_file)
+        ssh, source = SshTransport(user=user, key_file=key, known_hosts=site_known_hosts(site)), "devices"
+    onyx = OnyxLogin.from_environment(user, private_key or ssh.key_file, ssh.known_hosts)
 
     def reader(target: Target):
         if target.name in endpoints:

@@ -8,6 +8,7 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -116,12 +117,14 @@ def test_without_a_lab_or_live_it_checks_the_design_and_says_so(root, no_lab, ca
 def test_live_reads_the_devices_as_the_inventory_user(root, monkeypatch, capsys):
     made = []
     monkeypatch.setattr(command, "lab_transport", lambda site_name: None)
-    monkeypatch.setattr(command, "SshTransport", lambda **options: made.append(options))
+    monkeypatch.setattr(command, "SshTransport", lambda **options: made.append(options) or SimpleNamespace(**options))
     monkeypatch.setattr(command, "read_site", lambda site, reader: recorded())
     code, out, _ = run([SITE, "--root", str(root), "--live", "--private-key", "/keys/site"], capsys)
+    known_hosts = root / "build" / SITE / "known_hosts"
     assert (code, made, out.splitlines()[0]) == (
-        0, [{"user": "root", "key_file": Path("/keys/site")}],
+        0, [{"user": "root", "key_file": Path("/keys/site"), "known_hosts": known_hosts}],
         "fabric check chktest: design and live (devices: 4 device(s) read)")
+    assert known_hosts.is_file()  # the devices' keys are checked against the inventory's, not ~/.ssh
 
 
 def test_bad_design_exits_2_with_file_and_line(root, no_lab, capsys):
