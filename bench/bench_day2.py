@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 import sys
 import tempfile
 import time
@@ -36,7 +37,7 @@ from rackform import cli  # noqa: E402
 from rackform.day2 import wire  # noqa: E402
 from rackform.ipmi import credentials  # noqa: E402
 from rackform.ipmi.fleet import BmcTarget, Fleet  # noqa: E402
-from rackform.lab import lab  # noqa: E402
+from rackform.lab import lab, state  # noqa: E402
 
 SITE = "daybench"
 
@@ -102,6 +103,7 @@ def one_count(extra: int) -> dict:
             return {"extra": extra, "add_s": add_s, "maintain_s": maintain_s, "hosts": 2 + extra}
         finally:
             lab.down(SITE, progress=lambda line: None)
+            shutil.rmtree(state.LABS_DIR / SITE, ignore_errors=True)
 
 
 def main() -> int:
