@@ -79,10 +79,11 @@ cabling:
 
 def group_vars(site: str, server: str, *, lab_key: bool = False) -> str:
     """group_vars/all.yml: root over SSH (with the key `rackform lab up` keeps for the site, never in
-    the repo, if `lab_key`), `server` for NTP and DNS, UTC, and the domain <site>.rackform.test."""
+    the repo, if `lab_key`), `server` for NTP and DNS, UTC, and the domain <site>.rackform.test.
+    Host key checking is off, as for every lab site: `lab up` gives the machines new keys."""
     key = f"ansible_ssh_private_key_file: {state.LABS_DIR / site / 'ssh' / 'id_ed25519'}\n" if lab_key else ""
     return (f"ansible_user: root\n{key}ntp_servers: [{server}]\ndns_servers: [{server}]\n"
-            f"timezone: Etc/UTC\ndomain: {site}.rackform.test\n")
+            f"timezone: Etc/UTC\ndomain: {site}.rackform.test\nansible_host_key_checking: false\n")
 
 
 def build_site(root: Path, site: str, design: str, host_vars: dict[str, str], all_vars: str) -> Path:
