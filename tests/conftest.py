@@ -77,3 +77,17 @@ def site_root(tmp_path: Path) -> Path:
 def lab_files(site_root: Path) -> SiteFiles:
     """Editable copies of the input files, with helpers to edit and reload a site."""
     return SiteFiles(site_root)
+
+
+@pytest.fixture()
+def fleet_root(tmp_path: Path, monkeypatch) -> Path:
+    """A copy of the repo's sites to deploy without hosts: its own applied state
+    (state/ under the copy), no cluster, and no lab seen as up on this machine."""
+    from rackform.run import applied
+
+    for folder in INPUT_FOLDERS:
+        shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
+    monkeypatch.setenv(applied.STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
+    return tmp_path

@@ -9,6 +9,7 @@ the environments below keep their compiled templates cached.
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import jinja2
 

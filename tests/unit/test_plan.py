@@ -8,7 +8,6 @@ test is what gets recorded and how a later render compares with it.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,8 @@ HOSTS = ["mgmt-1", "mgmt-2", "mgmt-3", "leaf-1", "leaf-2", "spine-1"]
 
 
 @pytest.fixture()
-def root(tmp_path: Path, monkeypatch) -> Path:
-    for folder in ("topologies", "inventories"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    monkeypatch.setenv(applied.STATE_DIR_ENV, str(tmp_path / "state"))
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
-    return tmp_path
+def root(fleet_root: Path) -> Path:
+    return fleet_root
 
 
 def runner(failing: dict[str, str] | None = None):

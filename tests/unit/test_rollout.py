@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -35,13 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
-def root(tmp_path: Path, monkeypatch) -> Path:
-    for folder in ("topologies", "inventories"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    monkeypatch.setenv(applied.STATE_DIR_ENV, str(tmp_path / "state"))
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
-    return tmp_path
+def root(fleet_root: Path) -> Path:
+    return fleet_root
 
 
 def write_rollout(root: Path, text: str) -> None:
