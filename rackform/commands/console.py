@@ -56,11 +56,16 @@ def run(args: argparse.Namespace) -> int:
     except CredentialsUnavailable as error:
         print(f"rackform: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    env = {**os.environ, "IPMI_PASSWORD": login.password}
     address = str(host.bmc_address)
-    info = subprocess.run(ipmitool_argv(address, login.user, "sol", "info", "1"), env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
-    said = (info.stdout + info.stderr).strip()
+    # The password, then earlier ones and each one's first 16 bytes (what IPMI 1.5-era firmware keeps).
+    for candidate in login.logins():
+        env = {**os.environ, "IPMI_PASSWORD": candidate.password}
+        info = subprocess.run(ipmitool_argv(address, candidate.user, "sol", "info", "1"), env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        said = (info.stdout + info.stderr).strip()
+        if "Unable to establish" not in said:
+            login = candidate
+            break
     enabled = next((line.split(":", 1)[1].strip() for line in said.splitlines()
                     if line.split(":", 1)[0].strip() == "Enabled"), None)
     if info.returncode != 0 and "Invalid command" not in said:
