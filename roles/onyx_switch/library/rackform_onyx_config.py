@@ -31,7 +31,7 @@ options:
   password: {description: Login password (Onyx logins are password logins)., type: str}
   key_file: {description: SSH private key, offered only when there is no password., type: path}
   known_hosts:
-    description: OpenSSH known_hosts to check the switch's host key against (default accept it).
+    description: OpenSSH known_hosts to check the switch's host key against (default: the user's ~/.ssh/known_hosts); an unknown or changed key refuses the login.
     type: path
   timeout_s: {description: Seconds to wait for the login., type: float, default: 30}
   config: {description: The rendered configuration (Onyx CLI lines; C(#) comments are ignored)., type: str, required: true}
