@@ -88,6 +88,7 @@ ntp_servers: [{net}.0.1]
 dns_servers: [{net}.0.1]
 timezone: Etc/UTC
 domain: {site}.rackform.test
+ansible_host_key_checking: false   # a lab site: `lab up` gives its machines new keys
 """
 
 STOCK_CFG = """\
