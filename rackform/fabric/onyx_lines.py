@@ -10,28 +10,11 @@ another, the `-`/`+` difference and the DSCP map the lines can express are writt
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from rackform.role_code import load_module_utils, module_utils_dir
 
-from rackform.paths import ROLES_DIR
+MODULE_UTILS_FILE = module_utils_dir("onyx_switch") / "rackform_onyx_lines.py"
 
-MODULE_UTILS_FILE = ROLES_DIR / "onyx_switch" / "module_utils" / "rackform_onyx_lines.py"
-_MODULE_NAME = "rackform.fabric._module_utils_onyx_lines"
-
-
-def _load():
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, MODULE_UTILS_FILE)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{MODULE_UTILS_FILE}: missing (the onyx_switch role ships with rackform)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_shared = _load()
+_shared = load_module_utils("onyx_switch", "rackform_onyx_lines")
 
 ERROR_PATTERN: str = _shared.ERROR_PATTERN
 RULES = _shared.RULES

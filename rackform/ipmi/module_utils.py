@@ -11,39 +11,14 @@ Pulumi provider and the module run the same code; `rackform.ipmi.wire`, `session
 
 from __future__ import annotations
 
-import importlib.util
-import re
-import sys
 from types import ModuleType
 
-from rackform.paths import ROLES_DIR
+from rackform.role_code import load_module_utils, module_utils_dir
 
-MODULE_UTILS_DIR = ROLES_DIR / "bmc_ipmi" / "module_utils"
-PACKAGE = "ansible.module_utils"
-_IMPORTS = re.compile(r"^\s*from ansible\.module_utils\.(\w+) import", re.MULTILINE)
+ROLE = "bmc_ipmi"
+MODULE_UTILS_DIR = module_utils_dir(ROLE)
 
 
 def load(name: str) -> ModuleType:
-    """roles/bmc_ipmi/module_utils/<name>.py as `ansible.module_utils.<name>` (once per process).
-
-    The files it imports (`from ansible.module_utils.X import ...`) are loaded first and
-    registered in sys.modules, where those lines find them without Ansible being imported.
-    """
-    qualified = f"{PACKAGE}.{name}"
-    if qualified in sys.modules:
-        return sys.modules[qualified]
-    path = MODULE_UTILS_DIR / f"{name}.py"
-    for dependency in _IMPORTS.findall(path.read_text()):
-        if dependency != name:
-            load(dependency)
-    spec = importlib.util.spec_from_file_location(qualified, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path}: missing (the bmc_ipmi role ships with rackform)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[qualified] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[qualified]
-        raise
-    return module
+    """roles/bmc_ipmi/module_utils/<name>.py as `ansible.module_utils.<name>` (rackform.role_code)."""
+    return load_module_utils(ROLE, name)

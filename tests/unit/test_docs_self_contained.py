@@ -4,7 +4,7 @@ catalog and the schema actually use.
 
 A citation is any path ending in .md in a tracked file, in a comment, a docstring or a
 markdown link: it must name a file inside this checkout, relative to the citing file or to
-the repository root. A path that leaves the checkout (into ../shared, say) fails even when
+the repository root. A path that leaves the checkout (into a sibling folder, say) fails even when
 the file exists on this machine: a clone elsewhere would not have it. (The fixtures below
 spell their file names as `"name" + MD` so that this file cites nothing itself.)
 """
@@ -128,20 +128,20 @@ def _git_repo(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_scanner_finds_citations_of_missing_and_outside_files(tmp_path: Path):
-    outside = tmp_path / "shared"
+    outside = tmp_path / "outside"
     outside.mkdir()
     (outside / ("NOTES" + MD)).write_text("# exists, but outside the repository\n")
     root = _git_repo(tmp_path / "repo", {
         "docs/real" + MD: "# Real\n",
         "docs/index" + MD: f"real{MD} sits next to this page\n",
         "pkg/mod.py": f'"""See docs/real{MD}."""\n# the spec (MISSING{MD}: section 2)\n',
-        "README" + MD: f"[ok](docs/real{MD}) [gone](docs/gone{MD}) ../shared/NOTES{MD} https://example.org/X{MD}\n",
+        "README" + MD: f"[ok](docs/real{MD}) [gone](docs/gone{MD}) ../outside/NOTES{MD} https://example.org/X{MD}\n",
     })
     found = {(bad.path, bad.line, bad.target) for bad in missing_markdown_citations(root, tracked_text_files(root))}
     assert found == {
         ("pkg/mod.py", 2, "MISSING" + MD),
         ("README" + MD, 1, "docs/gone" + MD),
-        ("README" + MD, 1, "../shared/NOTES" + MD),
+        ("README" + MD, 1, "../outside/NOTES" + MD),
     }
 
 
