@@ -1,29 +1,51 @@
-"""A small in-process BMC speaking RMCP+ over UDP, for tests that need a BMC to misbehave.
+"""A small BMC speaking RMCP+ over UDP, for tests that need a BMC to misbehave.
 
 The lab's ipmi_sim is the real reference (tests/lab); this one exists for what ipmi_sim
-cannot be made to do: offer only cipher suite 0, offer only IPMI 1.5, speak suite 17,
+cannot be made to do: offer only cipher suite 0, offer only IPMI 1.5, keep its cipher
+suites to itself before login, speak suite 17,
 honour the cipher suite privilege levels (LAN parameters 22-24: a suite whose entry allows no
 privilege is refused at Open Session, so closing suite 0 really closes it),
 stop answering after N packets, answer "busy", lag behind a power change or ignore it,
 serve a DCMI power reading, and count how many requests it had in flight at once.
 
 Each request is answered from a timer after `reply_delay_s`, so two clients that talk to
-it at the same time are seen overlapping (`max_in_flight`). Not for production use.
+it at the same time are seen overlapping (`max_in_flight`). Each request is also noted as
+one word in `requests` (auth-capabilities, cipher-suites, open-session, rakp1, ...), so a
+test can tell whether a login was even tried.
+
+The lab runs it in a BMC's network namespace, in place of that node's ipmi_sim, with one
+of the `MODES` (each a FakeBmcConfig); it prints one line when it listens, then a word
+per request:
+
+    nsenter --net=/run/netns/NS python -m rackform.ipmi.fakebmc --address 10.61.1.18 --mode suite0
+
+Not for production use.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import struct
+import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rackform.ipmi import prelogin, wire
+from rackform.ipmi.module_utils import load
+
+_prelogin_wire = load("rackform_ipmi_wire")  # the probe's own constants: records and pages as it reads them
 
 SUITES_BY_ALGORITHMS = {(0, 0, 0): 0, (1, 0, 0): 1, (1, 1, 0): 2, (1, 1, 1): 3, (3, 4, 1): 17, (3, 0, 0): 15}
+ALGORITHMS_BY_SUITE = {suite: algorithms for algorithms, suite in SUITES_BY_ALGORITHMS.items()}
 INVALID_COMMAND = 0xC1
 NODE_BUSY = 0xC0
+SESSIONLESS_WORDS = {prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES: "auth-capabilities",
+                     _prelogin_wire.CMD_GET_CHANNEL_CIPHER_SUITES: "cipher-suites"}
+RMCP_PLUS_WORDS = {wire.PAYLOAD_OPEN_SESSION_REQUEST: "open-session", wire.PAYLOAD_RAKP1: "rakp1",
+                   wire.PAYLOAD_RAKP3: "rakp3", wire.PAYLOAD_IPMI: "in-session"}
 
 
 @dataclass
@@ -33,8 +55,11 @@ class FakeBmcConfig:
     suites: frozenset[int] = frozenset({17, 3})
     """Suites it can speak (0, 3, 17); LAN parameter 23 lists them in this order, sorted."""
     ipmi20: bool = True
+    """False: an IPMI 1.5 BMC; says so in its authentication capabilities and ignores RMCP+ packets."""
     ipmi15: bool = False
     """Also takes IPMI 1.5 (MD5) logins, and says so in its authentication capabilities."""
+    lists_cipher_suites: bool = True
+    """Answers Get Channel Cipher Suites before login; False: "invalid command", as some BMCs do."""
     kg: bytes | None = None
     """The BMC key K_g: keys the session instead of the password (IPMI 2.0 section 13.31)."""
     repeat_sequence: bool = False
@@ -78,8 +103,12 @@ class _Session:
 class FakeBmc:
     """Start with `with FakeBmc(config) as bmc:`; it listens on `host` (127.0.0.1) at `bmc.port`."""
 
-    def __init__(self, config: FakeBmcConfig | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, config: FakeBmcConfig | None = None, host: str = "127.0.0.1", port: int = 0,
+                 on_request: Callable[[str], None] | None = None):
         self.config = config or FakeBmcConfig()
+        self.requests: list[str] = []
+        """A word per datagram received, answered or not (`request_word`)."""
+        self._on_request = on_request
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.socket.bind((host, port))
         self.socket.settimeout(0.05)
@@ -144,6 +173,11 @@ class FakeBmc:
                 continue
             except OSError:
                 return
+            word = request_word(datagram)
+            with self._lock:
+                self.requests.append(word)
+            if self._on_request is not None:
+                self._on_request(word)
             with self._lock:
                 if self.config.answer_packets is not None and self._answered >= self.config.answer_packets:
                     continue
@@ -173,6 +207,8 @@ class FakeBmc:
         packet = wire.parse_packet(datagram)
         if packet.auth_type == wire.AUTH_TYPE_NONE:
             return self._sessionless(packet)
+        if not self.config.ipmi20:
+            return None  # an IPMI 1.5 BMC does not know RMCP+
         kind = packet.payload_type & 0x3F
         if kind == wire.PAYLOAD_OPEN_SESSION_REQUEST:
             return self._open_session(packet.payload)
@@ -187,6 +223,8 @@ class FakeBmc:
     def _sessionless(self, packet: wire.Packet) -> bytes | None:
         request = packet.payload
         netfn, command = request[1] >> 2, request[5]
+        if (netfn, command) == (prelogin.NETFN_APP, _prelogin_wire.CMD_GET_CHANNEL_CIPHER_SUITES):
+            return wire.sessionless_packet(self._cipher_suites_page(request))
         if (netfn, command) != (prelogin.NETFN_APP, prelogin.CMD_GET_CHANNEL_AUTH_CAPABILITIES):
             return None
         if self.config.ipmi20:
@@ -195,6 +233,15 @@ class FakeBmc:
         else:
             data = bytes((1, 0x04, 0x04, 0x00, 0, 0, 0, 0))
         return wire.sessionless_packet(_response(request, 0, data))
+
+    def _cipher_suites_page(self, request: bytes) -> bytes:
+        """Get Channel Cipher Suites (IPMI 2.0 section 22.15): one page of the records of `cipher_entries`."""
+        if not (self.config.ipmi20 and self.config.lists_cipher_suites):
+            return _response(request, INVALID_COMMAND, b"")
+        page = request[8] & 0x3F  # request data: channel, payload type, list-by-suite bit and page index
+        records = b"".join(cipher_suite_record(suite) for suite in self.cipher_entries)
+        per_page = _prelogin_wire.RECORD_BYTES_PER_PAGE
+        return _response(request, 0, bytes((1,)) + records[page * per_page:(page + 1) * per_page])
 
     def _open_session(self, payload: bytes) -> bytes:
         tag, console = payload[0], struct.unpack_from("<I", payload, 4)[0]
@@ -354,8 +401,66 @@ class FakeBmc:
         return 0, b""
 
 
+def cipher_suite_record(suite: int) -> bytes:
+    """A standard cipher suite record (IPMI 2.0 table 22-18): start, id, then one tagged byte per algorithm."""
+    authentication, integrity, confidentiality = ALGORITHMS_BY_SUITE[suite]
+    return bytes((_prelogin_wire.START_OF_RECORD, suite, authentication, 0x40 | integrity, 0x80 | confidentiality))
+
+
+def request_word(datagram: bytes) -> str:
+    """One word for what a datagram asks, for `FakeBmc.requests` and the command line's log."""
+    try:
+        packet = wire.parse_packet(datagram)
+    except (wire.WireError, struct.error):
+        return "other"
+    if packet.auth_type == wire.AUTH_TYPE_NONE:
+        if len(packet.payload) < 6:
+            return "other"
+        command = packet.payload[5]
+        return SESSIONLESS_WORDS.get(command, f"command-{command:#04x}")
+    return RMCP_PLUS_WORDS.get(packet.payload_type & 0x3F, "other")
+
+
 def _response(request: bytes, code: int, data: bytes) -> bytes:
     """The BMC's response message to an IPMI request message."""
     head = bytes((request[3], ((request[1] >> 2) + 1) << 2 | (request[4] & 0x03)))
     body = bytes((request[0], request[4] & 0xFC, request[5], code)) + data
     return head + bytes((wire.checksum(head),)) + body + bytes((wire.checksum(body),))
+
+
+# --- the command line: one of these BMCs in place of a lab node's ipmi_sim ---------------------------
+
+MODES: dict[str, FakeBmcConfig] = {
+    "suite0": FakeBmcConfig(suites=frozenset({0})),
+    "ipmi15": FakeBmcConfig(ipmi20=False, ipmi15=True),
+    "silent-list": FakeBmcConfig(suites=frozenset({1, 2}), lists_cipher_suites=False),
+}
+"""What ipmi_sim cannot be made to be: IPMI 2.0 offering suite 0 alone; IPMI 1.5 alone (MD5);
+IPMI 2.0 keeping its suites to itself before login and speaking only 1 and 2, so 17 and 3 are
+refused at Open Session."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rackform.ipmi.fakebmc",
+                                     description="A misbehaving BMC on UDP, for the lab's refusal tests.")
+    parser.add_argument("--address", required=True, help="the IPv4 address to listen on")
+    parser.add_argument("--port", type=int, default=623, help="UDP port (0: any free one; default 623)")
+    parser.add_argument("--mode", choices=sorted(MODES), required=True)
+    args = parser.parse_args(argv)
+    try:
+        bmc = FakeBmc(MODES[args.mode], host=args.address, port=args.port,
+                      on_request=lambda word: print(word, flush=True))
+    except OSError as error:
+        print(f"fakebmc: cannot listen on {args.address}:{args.port}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    with bmc:
+        print(f"listening on {bmc.address}:{bmc.port} ({args.mode})", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -40,7 +40,6 @@ SITE = "provtest"
 LOCK_FILE = Path(tempfile.gettempdir()) / f"rackform-test-{SITE}.lock"
 HOSTS = ("node-1", "node-2", "node-3", "node-4", "node-5", "node-6")
 TOOLS = ("ipmi_sim", "ipmitool", "nsenter")
-FAKE_BMC = Path(__file__).with_name("provision_fake_bmc.py")
 POWER_TASK = "Set the next boot device, then the power state, each read back from the BMC"
 HARDEN_TASK = "Harden the BMC (site admin with the vault password; null and factory users disabled)"
 IPMI15_PASSWORD_BYTES = 16  # what ipmi_sim keeps of a password (OpenIPMI copies 16 bytes)
@@ -354,15 +353,15 @@ def test_bmc_killed_mid_run_fails_that_host_alone_while_the_others_finish(second
 
 @pytest.fixture
 def fake_bmc(site, state_dir, bmcs):
-    """Replace node-5's ipmi_sim by provision_fake_bmc.py in mode `mode` (in its namespace)."""
+    """Replace node-5's ipmi_sim by rackform.ipmi.fakebmc in mode `mode` (in its namespace)."""
     info = bmcs["node-5"]
     started: list[subprocess.Popen] = []
 
     def start(mode: str) -> subprocess.Popen:
         kill_bmc(state_dir, "node-5")
         process = subprocess.Popen(
-            ["nsenter", f"--net=/run/netns/{info.netns}", sys.executable, str(FAKE_BMC), "--address",
-             str(info.address), "--mode", mode], stdout=subprocess.PIPE, text=True)
+            ["nsenter", f"--net=/run/netns/{info.netns}", sys.executable, "-m", "rackform.ipmi.fakebmc",
+             "--address", str(info.address), "--mode", mode], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
         started.append(process)
         assert process.stdout.readline().startswith("listening"), "the fake BMC did not start"
         return process

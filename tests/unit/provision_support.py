@@ -17,7 +17,6 @@ ROLE = REPO / "roles" / "bmc_ipmi"
 MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_errors", "rackform_ipmi_rmcp",
                 "rackform_ipmi_lan", "rackform_ipmi_commands", "rackform_ipmi_session", "rackform_ipmi_users",
                 "rackform_ipmi_chassis")
-FAKE_BMC_SCRIPT = REPO / "tests" / "lab" / "provision_fake_bmc.py"
 
 
 def _load(name: str, path: Path):
@@ -37,10 +36,6 @@ def load_ipmi_modules() -> dict:
     loaded = {name: load(name) for name in MODULE_UTILS}
     loaded["rackform_ipmi"] = _load("rackform_ipmi_module", ROLE / "library" / "rackform_ipmi.py")
     return loaded
-
-
-def load_fake_bmc_script():
-    return _load("provision_fake_bmc", FAKE_BMC_SCRIPT)
 
 
 # --- an in-memory BMC ------------------------------------------------------------------------

@@ -196,14 +196,11 @@ def test_every_password_argument_is_declared_no_log():
 # --- the module's session against a BMC that takes neither suite 17 nor 3 -------------------------
 
 def test_login_proposes_only_suites_17_and_3_and_reports_the_refusal():
-    from provision_support import load_fake_bmc_script
+    from rackform.ipmi.fakebmc import MODES, FakeBmc
 
-    bmc = load_fake_bmc_script().FakeBmc("127.0.0.1", 0, "silent-list").start()
-    try:
+    with FakeBmc(MODES["silent-list"]) as bmc:
         with pytest.raises(wire.BmcInsecure, match="accepts neither cipher suite 17 nor 3"):
             session.login("127.0.0.1", bmc.port, Credential("rackform", TWENTY, "site"))
-    finally:
-        bmc.stop()
     assert bmc.requests.count("open-session") == 2  # SHA-256 (17), then SHA-1 (3); never suite 0
 
 

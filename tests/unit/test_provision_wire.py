@@ -1,17 +1,20 @@
 """The questions rackform asks a BMC before any login: packets, parsing, and a real UDP
-exchange with the fake BMC (tests/lab/provision_fake_bmc.py) on the loopback."""
+exchange with the fake BMC (rackform.ipmi.fakebmc, in the modes the lab starts it in) on
+the loopback, in process and as the lab starts it: `python -m rackform.ipmi.fakebmc`."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from provision_support import load_fake_bmc_script, load_ipmi_modules
+from provision_support import REPO, load_ipmi_modules
+from rackform.ipmi.fakebmc import MODES, FakeBmc, FakeBmcConfig
 
 wire = load_ipmi_modules()["rackform_ipmi_wire"]
-fake = load_fake_bmc_script()
 
 # ipmi_sim's answer to Get Channel Cipher Suites, page 0 (records of suites 0, 1, 2 and the start of 3).
 IPMI_SIM_PAGE_0 = bytes.fromhex("c0 00 00 40 80 c0 01 01 40 80 c0 02 01 41 80 c0".replace(" ", ""))
@@ -89,8 +92,9 @@ def test_refusal_follows_the_accepted_list():
 def fake_bmc():
     started = []
 
-    def start(mode: str):
-        bmc = fake.FakeBmc("127.0.0.1", 0, mode).start()
+    def start(mode: str) -> FakeBmc:
+        bmc = FakeBmc(MODES[mode])
+        bmc.start()
         started.append(bmc)
         return bmc
 
@@ -120,6 +124,56 @@ def test_probe_asks_no_login(fake_bmc):
 def test_probe_accepts_a_bmc_that_does_not_list_its_suites(fake_bmc):
     bmc = fake_bmc("silent-list")
     assert wire.probe("127.0.0.1", bmc.port, timeout_s=1.0).cipher_suites is None
+
+
+def test_probe_reads_a_list_longer_than_one_page():
+    bmc = FakeBmc(FakeBmcConfig(suites=frozenset({0, 1, 2, 3, 17})))  # 25 bytes of records: 2 pages
+    bmc.start()
+    try:
+        capabilities = wire.probe("127.0.0.1", bmc.port, timeout_s=1.0)
+    finally:
+        bmc.stop()
+    assert (capabilities.cipher_suites, bmc.requests.count("cipher-suites")) == ((0, 1, 2, 3, 17), 2)
+
+
+def test_an_ipmi_15_bmc_ignores_rmcp_plus(fake_bmc):
+    bmc = fake_bmc("ipmi15")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        client.settimeout(0.3)
+        client.sendto(wire.plain_rmcp_plus(0x10, bytes(32)), ("127.0.0.1", bmc.port))
+        with pytest.raises(TimeoutError):
+            client.recv(1024)
+    assert bmc.requests == ["open-session"]
+
+
+@pytest.mark.parametrize(("mode", "versions", "suites", "refused"), [
+    ("suite0", ["2.0"], [0], "rackform refuses suite 0"),
+    ("ipmi15", ["1.5"], None, "speaks only IPMI 1.5"),
+    ("silent-list", ["2.0"], None, None),
+])
+def test_the_fake_as_the_lab_starts_it(mode, versions, suites, refused):
+    """`python -m rackform.ipmi.fakebmc` prints where it listens, then a word per request; the probe reads it."""
+    process = subprocess.Popen([sys.executable, "-m", "rackform.ipmi.fakebmc", "--address", "127.0.0.1",
+                                "--port", "0", "--mode", mode], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        listening = process.stdout.readline()
+        assert listening.startswith("listening on 127.0.0.1:") and listening.rstrip().endswith(f"({mode})")
+        port = int(listening.split()[2].rsplit(":", 1)[1])
+        capabilities = wire.probe("127.0.0.1", port, timeout_s=1.0)
+    finally:
+        process.terminate()
+        words = process.communicate(timeout=10)[0].split()
+    assert capabilities.as_dict() == {"ipmi_versions": versions, "offered_cipher_suites": suites}
+    refusal = wire.refusal(capabilities)
+    assert refusal is None if refused is None else refused in refusal
+    assert "open-session" not in words and words[0] == "auth-capabilities"
+
+
+def test_the_fake_says_why_it_cannot_listen():
+    done = subprocess.run([sys.executable, "-m", "rackform.ipmi.fakebmc", "--address", "192.0.2.1", "--port", "0",
+                           "--mode", "suite0"], capture_output=True, text=True, cwd=REPO, timeout=30)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("fakebmc: cannot listen on 192.0.2.1:0: ") and "Traceback" not in done.stderr
 
 
 def test_probe_of_a_bmc_that_never_answers_gives_up_after_its_attempts():
