@@ -83,6 +83,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "upgrade", upgrade := __import__("rackform.commands.upgrade", fromlist=["run"]), upgrade.HELP)
     add(commands, "scale", scale := __import__("rackform.commands.scale", fromlist=["run"]), scale.HELP)
     add(commands, "console", console := __import__("rackform.commands.console", fromlist=["run"]), console.HELP)
+    add(commands, "ssh-keys", ssh_keys := __import__("rackform.commands.ssh_keys", fromlist=["run"]), ssh_keys.HELP)
     add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
     fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."
     fabric = commands.add_parser("fabric", help=fabric_help, description=fabric_help)

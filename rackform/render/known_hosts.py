@@ -7,6 +7,9 @@ come from each host's `ssh_host_keys` in `host_vars/<host>.yml` (OpenSSH public 
 `TYPE BASE64`, as in /etc/ssh/ssh_host_*_key.pub). A site turns checking off only by
 saying so in `group_vars/all.yml`: `ansible_host_key_checking: false` (Ansible's own
 variable), as the lab does, whose machines get new keys at every `rackform lab up`.
+A machine reached on a port other than 22 (`ansible_port`) is written `[address]:port`,
+as OpenSSH looks it up (rackform.render.ssh_address). `rackform ssh-keys SITE --collect`
+records the keys (rackform.commands.ssh_keys).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import struct
 
 from rackform.model.source import BadInput, Loc, SourceError
 from rackform.model.site import Host, Site, Switch
+from rackform.render.ssh_address import DEFAULT_SSH_PORT, known_hosts_name, ssh_ports
 
 KNOWN_HOSTS_FILE = "known_hosts"
 """Where the file lies in the emitted project (ansible.cfg's UserKnownHostsFile)."""
@@ -38,7 +42,7 @@ def host_key_checking(site: Site) -> bool:
     return str(value).strip().lower() not in ("false", "no", "0", "off")
 
 
-def _key_error(text: str) -> str | None:
+def key_problem(text: str) -> str | None:
     """Why `text` is not an OpenSSH public key `TYPE BASE64 [comment]` (None: it is)."""
     fields = text.split()
     if len(fields) < 2:
@@ -69,7 +73,7 @@ def machine_host_keys(node: Host | Switch, errors: list[SourceError]) -> list[st
         return []
     found = []
     for key in keys:
-        problem = _key_error(key)
+        problem = key_problem(key)
         if problem:
             errors.append(SourceError(where, HOST_KEYS_VARIABLE, f"{node.name}: {problem}"))
         else:
@@ -82,13 +86,20 @@ def known_hosts_file(site: Site) -> str:
     errors: list[SourceError] = []
     lines, missing = [], []
     domain = site.group_vars.domain
+    try:
+        ports = ssh_ports(site)
+    except BadInput as error:  # reported with the key errors, all at once
+        errors.extend(error.errors)
+        ports = {}
     for node in (*site.hosts.values(), *site.switches.values()):
         keys = machine_host_keys(node, errors)
         if node.management_address is None and not keys:
             continue
         if not keys:
             missing.append(node.name)
-        names = ",".join(str(name) for name in (node.management_address, node.name, f"{node.name}.{domain}") if name)
+        port = ports.get(node.name, DEFAULT_SSH_PORT)
+        names = ",".join(known_hosts_name(str(name), port)
+                         for name in (node.management_address, node.name, f"{node.name}.{domain}") if name)
         lines.extend(f"{names} {key}" for key in keys)
     if errors:
         raise BadInput(errors)
