@@ -9,8 +9,9 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed when missing; needs root or sudo).
 # The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
-# are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower.
-APT_PACKAGES := git openssh-client iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools
+# are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower. The ssh-keys
+# tests scan and log in to real sshd processes (openssh-server; its service is not needed).
+APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)

@@ -25,7 +25,7 @@ import yaml
 from rackform.cli import main
 from rackform.model.loader import load_site
 from rackform.render.ssh_address import ssh_ports
-from rackform.run.hostkeys import fingerprint
+from rackform.run.hostkeys import changed, fingerprint
 
 SSHD = Path("/usr/sbin/sshd")
 pytestmark = [
@@ -337,3 +337,25 @@ def test_ssh_port_follows_ansible_precedence(lab_files):
     from rackform.render.known_hosts import known_hosts_file
 
     assert "[10.10.0.16]:2200,[gpu-2]:2200,[gpu-2.lab.rackform.test]:2200 ssh-ed25519 AAAA" in known_hosts_file(site)
+
+
+def test_keys_written_inline_in_hosts_yml_are_not_edited(loop, capsys):
+    other = Sshd(loop.root / "other-machine", "127.0.0.1", free_port())  # keys only, never started
+    hosts = loop.root / "inventories" / SITE / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("    spine-1:\n", f"    spine-1:\n      ssh_host_keys: [{other.public_keys()[0]}]\n"))
+    snapshot = loop.snapshot()
+    code, out = loop.run(capsys, "--collect", "--replace", "spine-1")
+    line = hosts.read_text().splitlines().index(f"      ssh_host_keys: [{other.public_keys()[0]}]") + 1
+    assert code == EXIT_BAD_INPUT
+    assert f"{SITE}/hosts.yml:{line}: ssh_host_keys: spine-1's keys are recorded here" in out
+    assert loop.snapshot() == snapshot
+
+
+def test_what_counts_as_changed():
+    ed_old, ed_new = "ssh-ed25519 AAAAold", "ssh-ed25519 AAAAnew"
+    ecdsa, rsa = "ecdsa-sha2-nistp256 AAAAecdsa", "ssh-rsa AAAArsa"
+    assert not changed([ed_old], (ed_old, ecdsa))  # a type added: ssh still finds the recorded key
+    assert not changed([ed_old, rsa], (ed_old, rsa))
+    assert changed([ed_old], (ed_new, ecdsa))  # the recorded type, another key
+    assert changed([ed_old, ecdsa], (ed_new, ecdsa))  # one of them replaced is still a change
+    assert changed([rsa], (ed_new, ecdsa))  # nothing recorded is presented any more
