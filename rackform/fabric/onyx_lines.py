@@ -1,8 +1,8 @@
-"""Onyx CLI lines: the one copy, shared with the onyx_switch role's Ansible module.
+"""Onyx CLI lines: the one copy, shared with the collection's onyx_config Ansible module.
 
-The `rackform_onyx_config` module travels alone (AnsiballZ) and may only import its
-role's module_utils, so the line model lives there:
-roles/onyx_switch/module_utils/rackform_onyx_lines.py (standard library only). rackform
+The `rackform.site.onyx_config` module travels alone (AnsiballZ) and may only import its
+collection's module_utils, so the line model lives there:
+plugins/module_utils/rackform_onyx_lines.py (standard library only). rackform
 loads that same file here instead of keeping a second copy: which lines a switch's
 configuration holds, what each line sets, the commands that turn one configuration into
 another, the `-`/`+` difference and the DSCP map the lines can express are written once.
@@ -10,11 +10,11 @@ another, the `-`/`+` difference and the DSCP map the lines can express are writt
 
 from __future__ import annotations
 
-from rackform.role_code import load_module_utils, module_utils_dir
+from rackform.role_code import load_module_utils, module_utils_file
 
-MODULE_UTILS_FILE = module_utils_dir("onyx_switch") / "rackform_onyx_lines.py"
+MODULE_UTILS_FILE = module_utils_file("rackform_onyx_lines")
 
-_shared = load_module_utils("onyx_switch", "rackform_onyx_lines")
+_shared = load_module_utils("rackform_onyx_lines")
 
 ERROR_PATTERN: str = _shared.ERROR_PATTERN
 RULES = _shared.RULES

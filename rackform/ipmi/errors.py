@@ -1,6 +1,6 @@
 """Why a BMC could not be used (IpmiError, Reason): the Ansible module's own code, re-exported.
 
-Written once, in roles/bmc_ipmi/module_utils/rackform_ipmi_errors.py (standard library only, as the
+Written once, in plugins/module_utils/rackform_ipmi_errors.py (standard library only, as the
 module ships it); see rackform.ipmi.module_utils for why and how it is loaded.
 """
 

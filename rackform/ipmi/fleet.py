@@ -8,7 +8,7 @@ shared with every other rackform process on this machine (the Ansible module's t
 operations (two Pulumi resources, two fleet runs, a playbook beside `rackform bmc power`)
 never talk to the same BMC at once: BMCs crash when hammered (docs/domain.md, "IPMI safety
 rules"). The retry policy, the read-back and the lock are the Ansible module's own code
-(roles/bmc_ipmi/module_utils/rackform_ipmi_policy.py, loaded by rackform.ipmi.module_utils).
+(plugins/module_utils/rackform_ipmi_policy.py, loaded by rackform.ipmi.module_utils).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What rackform asks a BMC before any credential: the one copy, shared with the Ansible module.
 
-The `rackform_ipmi` Ansible module travels alone (AnsiballZ) and may only import its role's
-module_utils, so the pre-login messages and rules live there:
-roles/bmc_ipmi/module_utils/rackform_ipmi_wire.py (standard library only). The fleet client
+The `rackform.site.ipmi` Ansible module travels alone (AnsiballZ) and may only import its
+collection's module_utils, so the pre-login messages and rules live there:
+plugins/module_utils/rackform_ipmi_wire.py (standard library only). The fleet client
 loads that same file here instead of keeping a second copy: the Get Channel Authentication
 Capabilities request and its decoding, the IPMI message checksum and framing, the accepted
 cipher suites, the IPMI 1.5 refusal and the suite 0 login that proves suite 0 closed are

@@ -1,6 +1,6 @@
 """IPMI over LAN on the wire (RMCP+ framing, RAKP, sealed packets): the Ansible module's own code, re-exported.
 
-Written once, in roles/bmc_ipmi/module_utils/rackform_ipmi_rmcp.py (standard library only, as the
+Written once, in plugins/module_utils/rackform_ipmi_rmcp.py (standard library only, as the
 module ships it); see rackform.ipmi.module_utils for why and how it is loaded.
 """
 

@@ -1,8 +1,8 @@
-"""Where the emitted project's templates and roles come from, and their Jinja setup.
+"""Where the emitted project's templates and collection come from, and their Jinja setup.
 
-`templates/` (files rackform writes: playbooks, ansible.cfg, README, Onyx configs)
-and `roles/` (copied into every project) sit at the root of the rackform
-checkout, next to this package. Each template is compiled once per process:
+`templates/` (files rackform writes: playbooks, ansible.cfg, README, Onyx configs),
+`roles/` and `plugins/` (the collection rackform.site, carried by every project) ship
+inside the package (rackform.paths). Each template is compiled once per process:
 the environments below keep their compiled templates cached.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import jinja2
 
-from rackform.paths import ASSETS_ROOT, ROLES_DIR, TEMPLATES_DIR
+from rackform.paths import ASSETS_ROOT, PLUGINS_DIR, ROLES_DIR, TEMPLATES_DIR
 from rackform.render import yamltext
 
-__all__ = ["ASSETS_ROOT", "ROLES_DIR", "TEMPLATES_DIR", "project_templates", "role_templates"]
+__all__ = ["ASSETS_ROOT", "PLUGINS_DIR", "ROLES_DIR", "TEMPLATES_DIR", "project_templates", "role_templates", "tree_files"]
 
 # Editor droppings and caches that must never travel into a project.
 _SKIPPED_NAMES = {"__pycache__", ".DS_Store"}
@@ -61,13 +61,13 @@ def _skipped(path: Path) -> bool:
     )
 
 
-def role_files() -> dict[str, bytes]:
-    """Every file of every role, keyed `roles/<role>/...`, in sorted order."""
+def tree_files(root: Path) -> dict[str, bytes]:
+    """Every file under root (editor droppings and caches left out), keyed by relative path, sorted."""
     files: dict[str, bytes] = {}
-    if not ROLES_DIR.is_dir():
+    if not root.is_dir():
         return files
-    for path in sorted(ROLES_DIR.rglob("*")):
-        relative = path.relative_to(ROLES_DIR)
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
         if path.is_file() and not _skipped(relative):
-            files[f"roles/{relative.as_posix()}"] = path.read_bytes()
+            files[relative.as_posix()] = path.read_bytes()
     return files

@@ -2,7 +2,8 @@
 
 The Pulumi `Playbook` resource of a stage stores this digest, so `pulumi preview`
 shows which stages would run again after a render. A stage depends on its
-playbook, the roles its plays use (and their meta dependencies), ansible.cfg,
+playbook, the roles its plays use (and their meta dependencies), the collection's
+modules and filters those roles name (with the module_utils they import), ansible.cfg,
 inventory/hosts.yml, the group_vars of every group its target machines belong
 to, the host_vars of those machines and, for `fabric`, every switch config.
 Changing a switch-only value therefore changes the fabric digest alone. The
@@ -27,7 +28,9 @@ from functools import lru_cache
 
 import yaml
 
+from rackform.collection import FQCN, PROJECT_DIR, short_name
 from rackform.pipeline import STAGES
+from rackform.role_code import module_utils_imports
 from rackform.render.groups import host_groups
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -35,6 +38,11 @@ _PLAYBOOK_BY_STAGE = {stage.name: stage.playbook for stage in STAGES if stage.pl
 _ROLE_INCLUDES = {"include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"}
 _TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 INVENTORY = "inventory/hosts.yml"
+_ROLES = f"{PROJECT_DIR}/roles/"
+_MODULES = f"{PROJECT_DIR}/plugins/modules/"
+_MODULE_UTILS = f"{PROJECT_DIR}/plugins/module_utils/"
+_FILTERS = f"{PROJECT_DIR}/plugins/filter/"
+_PLUGIN_NAME = re.compile(rb"\b" + re.escape(FQCN.encode()) + rb"\.(\w+)")
 # Stages whose digest also covers switch_configs/ (pushed to Onyx switches outside Ansible).
 _SWITCH_CONFIG_STAGES = {"fabric"}
 # Stages without a playbook -> the folder of rendered files they apply (rackform/render/platform_files.py).
@@ -67,7 +75,7 @@ def _role_names(entries) -> list[str]:
     for entry in entries or ():
         name = entry if isinstance(entry, str) else (entry or {}).get("role") or (entry or {}).get("name")
         if isinstance(name, str):
-            names.append(name)
+            names.append(short_name(name))
     return names
 
 
@@ -95,9 +103,28 @@ def _with_dependencies(roles: set[str], files: dict[str, bytes]) -> set[str]:
         if role in found:
             continue
         found.add(role)
-        meta = files.get(f"roles/{role}/meta/main.yml")
+        meta = files.get(f"{_ROLES}{role}/meta/main.yml")
         if meta:
             pending.extend(_role_names((yaml.load(meta, Loader=_Loader) or {}).get("dependencies")))
+    return found
+
+
+def _plugin_files(roles: set[str], files: dict[str, bytes]) -> set[str]:
+    """The collection's modules and filters the roles name (`rackform.site.<name>`), and
+    the module_utils those modules import, transitively."""
+    named: set[str] = set()
+    for path, content in files.items():
+        if path.startswith(_ROLES) and path[len(_ROLES):].split("/", 1)[0] in roles:
+            named.update(name.decode() for name in _PLUGIN_NAME.findall(content))
+    found = {f"{_MODULES}{name}.py" for name in named} & files.keys()
+    found |= {path for path in files if path.startswith(_FILTERS) and named & _words(files[path])}
+    pending = [path for path in found if path.startswith(_MODULES)]
+    while pending:
+        for name in module_utils_imports(files[pending.pop()].decode()):
+            path = f"{_MODULE_UTILS}{name}.py"
+            if path in files and path not in found:
+                found.add(path)
+                pending.append(path)
     return found
 
 
@@ -129,10 +156,12 @@ def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
     targets = _targets(patterns, groups_of, hosts_of)
     groups = {"all"}.union(*(groups_of[host] for host in targets))
 
+    plugins = _plugin_files(roles, files)
+
     def wanted(path: str) -> bool:
+        if path.startswith(PROJECT_DIR):
+            return path in plugins or (path.startswith(_ROLES) and path[len(_ROLES):].split("/", 1)[0] in roles)
         parts = path.split("/")
-        if parts[0] == "roles":
-            return len(parts) > 2 and parts[1] in roles
         if parts[:2] == ["inventory", "group_vars"] and len(parts) > 2:
             return parts[2].removesuffix(".yml").removesuffix(".yaml") in groups
         if parts[:2] == ["inventory", "host_vars"] and len(parts) > 2:

@@ -15,7 +15,7 @@ from rackform.k8s.cni import cni_group_vars
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
 from rackform.render import yamltext
-from rackform.render.assets import role_files
+from rackform.render.collection_files import collection_files
 from rackform.render.diagram import site_svgs
 from rackform.render.etc_hosts import ETC_HOSTS_FILE, etc_hosts_file
 from rackform.render.group_vars import CONCERN_TITLES, ConcernFiles, build_group_vars
@@ -92,7 +92,7 @@ def render_files(site: Site) -> dict[str, bytes]:
     text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
     files = {path: content.encode() for path, content in text.items()}
     files.update(platform_files(site))
-    files.update(role_files())
+    files.update(collection_files(text["requirements.yml"]))
     return dict(sorted(files.items()))
 
 

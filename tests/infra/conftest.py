@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rackform.collection import PROJECT_DIR
 from rackform.pipeline import STAGE_NAMES
 from rackform.run.verify import PROGRESS_PREFIX, UNREACHABLE
 from rackform.run.verify_inventory import EmittedInventory
@@ -155,11 +156,11 @@ def project(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(scope="session")
 def role_defaults(project: Path) -> Callable[[str], dict[str, Any]]:
-    """`role_defaults(role)`: defaults/main.yml of a role of the emitted project."""
+    """`role_defaults(role)`: defaults/main.yml of a role of the collection the emitted project carries."""
 
     @cache
     def load(role: str) -> dict[str, Any]:
-        path = project / "roles" / role / "defaults" / "main.yml"
+        path = project / PROJECT_DIR / "roles" / role / "defaults" / "main.yml"
         return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
     return load

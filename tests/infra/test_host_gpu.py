@@ -7,16 +7,17 @@ nodes are containers without GPUs): a skip is reported, never a silent pass."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from rackform.paths import ROLES_DIR
+
 pytestmark = [pytest.mark.stage("kubernetes"), pytest.mark.machines("gpu")]
 
 ROLE = "gpu_node"
-REPO_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / ROLE / "defaults" / "main.yml"
+REPO_DEFAULTS = ROLES_DIR / ROLE / "defaults" / "main.yml"
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def parse_gpus(csv_text: str) -> list[Gpu]:
 
 @pytest.fixture(scope="module")
 def gpu_setting(machine_vars, role_defaults):
-    """The role's setting as Ansible picks it: inventory, emitted role defaults, repo role defaults."""
+    """The role's setting as Ansible picks it: inventory, emitted role defaults, rackform's role defaults."""
 
     def setting(name: str) -> Any:
         if name in machine_vars:

@@ -35,6 +35,7 @@ from rackform.lab.state import LabState
 from rackform.model.loader import load_site
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from rackform.collection import short_name
 from labenv import skip_reason
 from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
@@ -185,7 +186,7 @@ def project(lab_up: LabState, mirror: str, pxe_root: Path, tmp_path_factory) -> 
     render_project(load_site(SITE, pxe_root), out)
     plays = yaml.safe_load((out / "provision.yml").read_text())
     pxe_plays = [play for play in plays if play.get("hosts") == "provisioning"]
-    assert [play["roles"][0]["role"] for play in pxe_plays] == ["pxe_server"], "provision.yml has no PXE play"
+    assert [short_name(play["roles"][0]["role"]) for play in pxe_plays] == ["pxe_server"], "provision.yml has no PXE play"
     (out / PXE_PLAYBOOK).write_text(yaml.safe_dump(pxe_plays, sort_keys=False))
     node_ssh(lab_up, PXE_HOST, "rm -f /etc/apt/sources.list.d/* && "
              f"echo {shlex.quote(f'deb [trusted=yes] {mirror} ./')} > /etc/apt/sources.list")

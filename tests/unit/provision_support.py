@@ -1,8 +1,8 @@
 """Shared by the provision unit tests: rackform's IPMI module code loaded as Ansible would,
 and an in-memory BMC with the pyghmi Command methods that code calls.
 
-The module files import each other as `ansible.module_utils.<name>` (how AnsiballZ ships
-role module_utils); `load_ipmi_modules` registers them under those names from the role.
+The module files import each other as `ansible_collections.rackform.site.plugins.module_utils.<name>`
+(how AnsiballZ ships collection module_utils); `load_ipmi_modules` registers them under those names.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "bmc_ipmi"
+MODULE_FILE = REPO / "plugins" / "modules" / "ipmi.py"
 MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_errors", "rackform_ipmi_rmcp",
                 "rackform_ipmi_lan", "rackform_ipmi_commands", "rackform_ipmi_session", "rackform_ipmi_users",
                 "rackform_ipmi_chassis")
@@ -30,11 +30,11 @@ def _load(name: str, path: Path):
 
 
 def load_ipmi_modules() -> dict:
-    """{short name: module} for the module_utils and the module itself (`rackform_ipmi`)."""
+    """{short name: module} for the module_utils and the module itself (`rackform_ipmi`: rackform.site.ipmi)."""
     from rackform.ipmi.module_utils import load  # the loader rackform itself uses: one copy in the process
 
     loaded = {name: load(name) for name in MODULE_UTILS}
-    loaded["rackform_ipmi"] = _load("rackform_ipmi_module", ROLE / "library" / "rackform_ipmi.py")
+    loaded["rackform_ipmi"] = _load("rackform_ipmi_module", MODULE_FILE)
     return loaded
 
 

@@ -17,6 +17,7 @@ from rackform.model.loader import load_site
 from rackform.pipeline import STAGES
 from rackform.render import render_files, write_project
 from rackform.render.writer import existing_files
+from rackform.collection import PROJECT_DIR
 
 ROOT = Path(__file__).parents[2]
 PLAYBOOKS = ["site.yml", "validate.yml"] + [stage.playbook for stage in STAGES if stage.playbook]
@@ -99,7 +100,7 @@ def test_validate_playbook_rejects_a_host_without_management_address(lab_project
 
 def _switch_config_part(config: str, template: str) -> str:
     """The text the review file shows for one role template."""
-    marker = f"(roles/switch_baseline/templates/{template})\n"
+    marker = f"(role rackform.site.switch_baseline, templates/{template})\n"
     part = config.split(marker, 1)[1]
     return part.split("\n## ---- ", 1)[0]
 
@@ -114,7 +115,7 @@ def test_switch_config_shows_what_ansible_deploys(lab_project, tmp_path, templat
             "-m",
             "ansible.builtin.template",
             "-a",
-            f"src=roles/switch_baseline/templates/{template} dest={deployed}",
+            f"src={PROJECT_DIR}/roles/switch_baseline/templates/{template} dest={deployed}",
             "-e",
             "ansible_connection=local",
             "-e",

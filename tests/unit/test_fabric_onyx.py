@@ -1,11 +1,11 @@
-"""The onyx_switch role's module (`rackform_onyx_config`) against the Onyx CLI emulator (a
+"""The collection's Onyx module (`rackform.site.onyx_config`) against the Onyx CLI emulator (a
 rackform stand-in, not Onyx), driven by netmiko's unchanged `mellanox_mlnxos` driver: check
 mode, first push and save, a re-run that changes nothing, pushes that fail half-way and roll
 back, and (slow) the emitted fabric.yml doing the same through ansible-playbook.
 
 The site is the shipped lab with leaf-2 running Onyx (its ports renamed Eth1/n); the
 emulator listens on 127.0.0.1. The module is loaded as AnsiballZ ships it: its module_utils
-registered as `ansible.module_utils.<name>` from the role.
+registered under the collection's module_utils package, from plugins/module_utils/.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rackform.render.project import build_inventory
 from rackform.render.switch_configs import onyx_config_text, switch_context
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "onyx_switch"
+PLUGINS = REPO / "plugins"
 PASSWORD = "lab-only-password-7f3a"
 PORTS = 32
 # What a lossless RoCE port of leaf-2 must run (docs/domain.md, "Onyx: the explicit DCB form"), gpu-1:fab1 on Eth1/5.
@@ -63,8 +63,8 @@ def _load(name: str, path: Path):
 
 def load_onyx_module():
     for name in ("rackform_onyx_lines", "rackform_onyx_session"):
-        _load(f"ansible.module_utils.{name}", ROLE / "module_utils" / f"{name}.py")
-    return _load("rackform_onyx_config_module", ROLE / "library" / "rackform_onyx_config.py")
+        _load(f"ansible_collections.rackform.site.plugins.module_utils.{name}", PLUGINS / "module_utils" / f"{name}.py")
+    return _load("rackform_onyx_config_module", PLUGINS / "modules" / "onyx_config.py")
 
 
 def onyx_lab_root(root: Path) -> Path:

@@ -113,9 +113,9 @@ def test_managed_keeps_only_known_lines_in_order():
 # ---------------------------------------------------------------- one copy, shared with the role's module
 
 
-def test_rackform_loads_the_onyx_switch_roles_copy():
-    role_file = Path(__file__).resolve().parents[2] / "roles" / "onyx_switch" / "module_utils" / "rackform_onyx_lines.py"
-    assert Path(onyx_lines._shared.__file__).resolve() == role_file
+def test_rackform_loads_the_collections_copy():
+    shipped = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "rackform_onyx_lines.py"
+    assert Path(onyx_lines._shared.__file__).resolve() == shipped
 
 
 def test_no_second_copy_of_the_line_rules_in_rackform():

@@ -13,6 +13,8 @@ import yaml
 
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
+from rackform.collection import short_name
+from collection_support import ROLES_IN_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC_ROLES = ("switch_baseline", "onyx_switch", "roce_host")
@@ -25,7 +27,7 @@ def files() -> dict[str, bytes]:
 
 def test_fabric_stage_configures_cumulus_and_onyx_switches_then_servers(files):
     plays = yaml.safe_load(files["fabric.yml"])
-    assert [(play["hosts"], [role["role"] for role in play["roles"]]) for play in plays] == [
+    assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays] == [
         ("cumulus", ["switch_baseline"]), ("onyx", ["onyx_switch"]), ("servers", ["roce_host"])]
 
 
@@ -43,19 +45,19 @@ def test_onyx_play_runs_its_module_on_the_controller_with_ansibles_python(files)
 
 @pytest.mark.parametrize("role", FABRIC_ROLES)
 def test_role_defaults_are_prefixed_with_the_role_name(files, role):
-    defaults = yaml.safe_load(files[f"roles/{role}/defaults/main.yml"])
+    defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}{role}/defaults/main.yml"])
     assert [name for name in defaults if not name.startswith(f"{role}_")] == []
 
 
 def test_roce_host_internal_vars_are_prefixed(files):
-    internal = yaml.safe_load(files["roles/roce_host/vars/main.yml"])
+    internal = yaml.safe_load(files[f"{ROLES_IN_PROJECT}roce_host/vars/main.yml"])
     assert [name for name in internal if not name.startswith("roce_host_")] == []
 
 
 @pytest.mark.parametrize("role", FABRIC_ROLES)
 def test_every_task_is_named(files, role):
     unnamed = []
-    for path in (p for p in files if p.startswith(f"roles/{role}/tasks/")):
+    for path in (p for p in files if p.startswith(f"{ROLES_IN_PROJECT}{role}/tasks/")):
         unnamed += [f"{path}: {task}" for task in yaml.safe_load(files[path]) if "name" not in task]
     assert unnamed == []
 
@@ -68,7 +70,7 @@ def test_fabric_roles_pass_ansible_lint_production_profile(tmp_path, files):
                    "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
         ["ansible-lint", "--offline", "--profile", "production", "--nocolor", "fabric.yml",
-         *(f"roles/{role}" for role in FABRIC_ROLES)],
+         *(f"{ROLES_IN_PROJECT}{role}" for role in FABRIC_ROLES)],
         cwd=project, env=environment, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -80,8 +82,8 @@ def ansible_template(project: Path, host: str, template: str, deployed: Path) ->
     environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                    "ANSIBLE_LOCAL_TEMP": str(deployed.parent / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
-        ["ansible", host, "-m", "ansible.builtin.template", "-a", f"src=roles/{template} dest={deployed}",
-         "-e", f"@roles/{role}/defaults/main.yml", "-e", "ansible_connection=local",
+        ["ansible", host, "-m", "ansible.builtin.template", "-a", f"src={ROLES_IN_PROJECT}{template} dest={deployed}",
+         "-e", f"@{ROLES_IN_PROJECT}{role}/defaults/main.yml", "-e", "ansible_connection=local",
          "-e", f"ansible_python_interpreter={sys.executable}"],
         cwd=project, env=environment, capture_output=True, text=True, timeout=300,
     )

@@ -1,4 +1,4 @@
-"""rackform_host_state (roles/host_state): the read-only look that lets a converged
+"""rackform.site.host_state (plugins/modules/host_state.py): the read-only look that lets a converged
 host skip a role's tasks. Every kind of item must report a difference when the host
 differs (a missed difference would skip a needed change), and the module must change
 nothing, also when Ansible runs it."""
@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from collection_support import install_collection
+
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = ROOT / "roles" / "host_state" / "library"
+MODULE_FILE = ROOT / "plugins" / "modules" / "host_state.py"
 GUARDED_ROLES = ("base_os", "roce_host", "k8s_prereqs", "containerd", "switch_baseline")
 
 
 def _load_module():
-    spec = importlib.util.spec_from_file_location("rackform_host_state", LIBRARY / "rackform_host_state.py")
+    spec = importlib.util.spec_from_file_location("rackform_host_state", MODULE_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -104,10 +106,11 @@ def test_the_module_run_by_ansible_reports_and_changes_nothing(tmp_path):
     path.write_text("old\n")
     args = {"files": [{"path": str(path), "content": "new\n"}], "values": {str(path): "old"}}
     result = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-M", str(LIBRARY),
-         "-m", "rackform_host_state", "-a", json.dumps(args), "--check", "-o"],
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local",
+         "-m", "rackform.site.host_state", "-a", json.dumps(args), "--check", "-o"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"})
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(install_collection(tmp_path / "collections")),
+             "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"})
     assert result.returncode == 0, result.stderr
     reply = json.loads(result.stdout.split("=>", 1)[1])
     assert reply["changed"] is False and reply["converged"] is False
@@ -116,10 +119,8 @@ def test_the_module_run_by_ansible_reports_and_changes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("role", GUARDED_ROLES)
-def test_guarded_roles_depend_on_host_state_and_register_its_answer(role):
+def test_guarded_roles_call_host_state_first_and_register_its_answer(role):
     import yaml
 
-    meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
-    assert {"role": "host_state"} in meta["dependencies"]
     first = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())[0]
-    assert "rackform_host_state" in first and first["register"] == f"{role}_state"
+    assert "rackform.site.host_state" in first and first["register"] == f"{role}_state"

@@ -15,16 +15,16 @@ from rackform.ipmi import prelogin
 from rackform.ipmi.credentials import Credentials
 from rackform.ipmi.fakebmc import FakeBmc, FakeBmcConfig
 from rackform.ipmi.session import LanSession, Timeouts
-from rackform.paths import ROLES_DIR
+from rackform.role_code import module_utils_file
 
-CIPHERS_FILE = ROLES_DIR / "bmc_ipmi" / "module_utils" / "rackform_ipmi_ciphers.py"
+CIPHERS_FILE = module_utils_file("rackform_ipmi_ciphers")
 WEAK_AND_STRONG = frozenset({0, 3, 17})
 needs_ipmitool = pytest.mark.skipif(shutil.which("ipmitool") is None, reason="ipmitool is not installed")
 
 
 def _ciphers():
     """The Ansible module's own file (what the harden action runs), loaded as it is shipped."""
-    name = "ansible.module_utils.rackform_ipmi_ciphers"
+    name = "ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_ciphers"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, CIPHERS_FILE)
         sys.modules[name] = importlib.util.module_from_spec(spec)
@@ -163,19 +163,19 @@ folder = sys.argv[1]
 
 
 class RoleModuleUtils(importlib.abc.MetaPathFinder):
-    # what AnsiballZ does: ansible.module_utils.<name> from the role's module_utils folder
+    # what AnsiballZ does: the collection's module_utils, from plugins/module_utils/
     def find_spec(self, name, path, target=None):
-        if name.startswith("ansible.module_utils.rackform_ipmi_"):
+        if name.startswith("ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_"):
             return importlib.util.spec_from_file_location(name, os.path.join(folder, name.rsplit(".", 1)[1] + ".py"))
-        if name in ("ansible", "ansible.module_utils"):
+        if "ansible_collections.rackform.site.plugins.module_utils".startswith(name):
             return importlib.util.spec_from_loader(name, loader=None, is_package=True)
         return None
 
 
 sys.meta_path.insert(0, RoleModuleUtils())
-from ansible.module_utils.rackform_ipmi_aes import Cipher
-from ansible.module_utils.rackform_ipmi_session import Credential, login, logout
-from ansible.module_utils.rackform_ipmi_chassis import read_power
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_aes import Cipher
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_session import Credential, login, logout
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_chassis import read_power
 
 assert Cipher is None  # the pure-Python AES
 ipmi, suite = login(sys.argv[2], int(sys.argv[3]), Credential("ADMIN", "ADMIN", "site"))

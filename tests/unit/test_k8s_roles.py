@@ -16,6 +16,8 @@ import yaml
 
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
+from rackform.collection import short_name
+from collection_support import ROLES_IN_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S_ROLES = ("k8s_prereqs", "containerd", "kubeadm")
@@ -32,11 +34,11 @@ def plays(files, playbook: str) -> list[dict]:
 
 
 def tasks(files, role: str, name: str = "main.yml") -> list[dict]:
-    return yaml.safe_load(files[f"roles/{role}/tasks/{name}"])
+    return yaml.safe_load(files[f"{ROLES_IN_PROJECT}{role}/tasks/{name}"])
 
 
 def test_kubernetes_stage_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
-    assert [(play["hosts"], [role["role"] for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
+    assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
         ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
         ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"])]
 
@@ -57,7 +59,7 @@ def test_a_host_without_gpus_gets_no_gpu_vars(files):
 
 
 def test_gpu_checks_are_not_required_by_default_so_the_lab_skips_them_visibly(files):
-    assert yaml.safe_load(files["roles/gpu_node/defaults/main.yml"])["gpu_node_require_gpus"] is False
+    assert yaml.safe_load(files[f"{ROLES_IN_PROJECT}gpu_node/defaults/main.yml"])["gpu_node_require_gpus"] is False
 
 
 @pytest.mark.parametrize("playbook", ["upgrade-cluster.yml", "scale.yml"])
@@ -95,14 +97,14 @@ def test_scale_only_reads_the_control_plane(files):
 
 @pytest.mark.parametrize("role", K8S_ROLES)
 def test_role_defaults_are_prefixed_with_the_role_name(files, role):
-    defaults = yaml.safe_load(files[f"roles/{role}/defaults/main.yml"])
+    defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}{role}/defaults/main.yml"])
     assert [name for name in defaults if not name.startswith(f"{role}_")] == []
 
 
 @pytest.mark.parametrize("role", K8S_ROLES)
 def test_every_task_is_named(files, role):
     unnamed = []
-    for path in (p for p in files if p.startswith(f"roles/{role}/tasks/")):
+    for path in (p for p in files if p.startswith(f"{ROLES_IN_PROJECT}{role}/tasks/")):
         unnamed += [f"{path}: {task}" for task in yaml.safe_load(files[path]) if "name" not in task]
     assert unnamed == []
 
@@ -114,16 +116,16 @@ def test_containerd_packages_are_only_ensured_present(files):
 
 def test_containerd_restarts_only_when_its_configuration_changes(files):
     config = next(task for task in tasks(files, "containerd") if "ansible.builtin.template" in task)
-    handlers = yaml.safe_load(files["roles/containerd/handlers/main.yml"])
+    handlers = yaml.safe_load(files[f"{ROLES_IN_PROJECT}containerd/handlers/main.yml"])
     assert (config["notify"], handlers[0]["ansible.builtin.systemd_service"]["state"]) == (
         "Restart containerd", "restarted")
 
 
 def containerd_config(files, gpu: bool) -> dict:
-    defaults = yaml.safe_load(files["roles/containerd/defaults/main.yml"])
+    defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}containerd/defaults/main.yml"])
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["bool"] = bool
-    text = environment.from_string(files["roles/containerd/templates/config.toml.j2"].decode()).render(
+    text = environment.from_string(files[f"{ROLES_IN_PROJECT}containerd/templates/config.toml.j2"].decode()).render(
         {**defaults, "containerd_nvidia_runtime": gpu})
     return tomllib.loads(text)
 
@@ -153,7 +155,7 @@ def test_runc_stays_the_default_runtime_on_gpu_nodes(files):
 
 
 def test_gpu_group_decides_the_nvidia_runtime(files):
-    assert "'gpu' in group_names" in yaml.safe_load(files["roles/containerd/defaults/main.yml"])[
+    assert "'gpu' in group_names" in yaml.safe_load(files[f"{ROLES_IN_PROJECT}containerd/defaults/main.yml"])[
         "containerd_nvidia_runtime"]
 
 

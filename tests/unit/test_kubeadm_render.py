@@ -15,6 +15,7 @@ import yaml
 from rackform.k8s.kubeadm import ClusterConfiguration, InitConfiguration, JoinConfiguration, validate_documents
 from rackform.model.loader import load_site
 from rackform.render import render_files
+from collection_support import ROLES_IN_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "abcdef.0123456789abcdef"
@@ -38,7 +39,7 @@ def _inventory(files) -> tuple[dict, dict]:
 def render(files, template: str, host: str, **extra) -> str:
     groups, hostvars = _inventory(files)
     kube = yaml.safe_load(files["inventory/group_vars/k8s_cluster/kubernetes.yml"])
-    defaults = yaml.safe_load(files["roles/kubeadm/defaults/main.yml"])
+    defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}kubeadm/defaults/main.yml"])
     variables = {
         **defaults, **kube, **hostvars[host], "groups": groups, "hostvars": hostvars, "inventory_hostname": host,
         # The defaults that are templates, as Ansible resolves them for the lab:
@@ -48,7 +49,7 @@ def render(files, template: str, host: str, **extra) -> str:
     }
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
     environment.filters["bool"] = bool
-    return environment.from_string(files[f"roles/kubeadm/templates/{template}"].decode()).render(variables)
+    return environment.from_string(files[f"{ROLES_IN_PROJECT}kubeadm/templates/{template}"].decode()).render(variables)
 
 
 def join(files, host: str, role: str) -> JoinConfiguration:

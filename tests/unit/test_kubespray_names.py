@@ -15,6 +15,7 @@ from rackform.k8s.names import RENAMED_VARIABLES
 from rackform.model.loader import load_site
 from rackform.render import render_files
 from rackform.model.source import BadInput
+from collection_support import ROLES_IN_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_1 = "inventories/lab/host_vars/gpu-1.yml"
@@ -53,7 +54,7 @@ def test_no_former_name_is_left_in_the_emitted_project(files):
     """Only validate_inventory, which refuses them, still names them."""
     former = re.compile(r"\b(" + "|".join(RENAMED_VARIABLES) + r")\b")
     found = sorted(path for path, text in files.items()
-                   if not path.startswith("roles/validate_inventory/") and former.search(text.decode(errors="replace")))
+                   if not path.startswith(f"{ROLES_IN_PROJECT}validate_inventory/") and former.search(text.decode(errors="replace")))
 
     assert found == []
 

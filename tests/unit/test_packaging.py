@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from rackform.collection import PROJECT_DIR
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +66,8 @@ def run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_the_wheel_carries_roles_templates_catalog_and_host_checks(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     for wanted in ("rackform/_assets/roles/base_os/tasks/main.yml", "rackform/_assets/templates/playbooks/os.yml.j2",
+                   "rackform/_assets/plugins/modules/ipmi.py", "rackform/_assets/plugins/module_utils/rackform_ipmi_lan.py",
+                   "rackform/_assets/templates/collection/galaxy.yml.j2", "rackform/_assets/CHANGELOG.md",
                    "rackform/_assets/topologies/blocks/dgx-h100.yaml", "rackform/_assets/topologies/versions.yaml",
                    "rackform/_assets/infra/conftest.py", "rackform/_assets/stacks/__main__.py"):
         assert wanted in names
@@ -88,7 +92,8 @@ def test_init_makes_a_repo_that_validates_and_renders(installed: Path, site_repo
     assert run(installed, "validate", "edge", cwd=site_repo).returncode == 0
     rendered = run(installed, "render", "edge", cwd=site_repo)
     assert rendered.returncode == 0, rendered.stderr
-    assert (site_repo / "build/edge/roles/base_os/tasks/main.yml").is_file()
+    assert (site_repo / "build/edge" / PROJECT_DIR / "roles/base_os/tasks/main.yml").is_file()
+    assert (site_repo / "build/edge" / PROJECT_DIR / "plugins/modules/ipmi.py").is_file()
     assert (site_repo / "build/edge/os.yml").is_file()
 
 

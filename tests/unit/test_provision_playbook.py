@@ -17,6 +17,8 @@ from rackform import secrets, secrets_cli
 from rackform.model.loader import load_site
 from rackform.render import render_files
 from rackform.render.digest import stage_files
+from rackform.collection import PROJECT_DIR, short_name
+from collection_support import ROLES_IN_PROJECT
 
 REPO = Path(__file__).resolve().parents[2]
 BMC_ROLES = ("bmc_ipmi", "bmc_harden", "bmc_power")
@@ -38,16 +40,16 @@ def server_play(files) -> dict:
 
 
 def role_tasks(files, role: str) -> list[dict]:
-    return load(files, f"roles/{role}/tasks/main.yml")
+    return load(files, f"{ROLES_IN_PROJECT}{role}/tasks/main.yml")
 
 
 def ipmi_tasks(files) -> list[tuple[str, int, dict]]:
     return [(role, index, task) for role in BMC_ROLES for index, task in enumerate(role_tasks(files, role))
-            if "rackform_ipmi" in task]
+            if "rackform.site.ipmi" in task]
 
 
 def test_server_play_runs_harden_then_power_then_the_ssh_wait(server_play):
-    assert [entry["role"] for entry in server_play["roles"]] == ["bmc_harden", "bmc_power", "bmc_reachable"]
+    assert [short_name(entry["role"]) for entry in server_play["roles"]] == ["bmc_harden", "bmc_power", "bmc_reachable"]
 
 
 def test_server_play_has_a_max_fail_percentage(server_play):
@@ -81,7 +83,7 @@ def _literal_passwords(data) -> list:
 
 def test_no_role_file_holds_a_literal_password(files):
     literal = {path: _literal_passwords(yaml.safe_load(content)) for path, content in files.items()
-               if path.startswith("roles/") and path.endswith(".yml")}
+               if path.startswith(f"{ROLES_IN_PROJECT}") and path.endswith(".yml")}
     assert {path: values for path, values in literal.items() if values} == {}
 
 
@@ -111,16 +113,22 @@ def test_each_ipmi_task_is_followed_by_a_failure_report(files):
 
 @pytest.mark.parametrize("role", BMC_ROLES)
 def test_bmc_role_defaults_are_prefixed_with_the_role_name(files, role):
-    assert [name for name in load(files, f"roles/{role}/defaults/main.yml") if not name.startswith(f"{role}_")] == []
+    assert [name for name in load(files, f"{ROLES_IN_PROJECT}{role}/defaults/main.yml") if not name.startswith(f"{role}_")] == []
 
 
 @pytest.mark.parametrize("role", ["bmc_harden", "bmc_power"])
 def test_bmc_roles_depend_on_the_module_role(files, role):
-    assert load(files, f"roles/{role}/meta/main.yml")["dependencies"] == [{"role": "bmc_ipmi"}]
+    assert load(files, f"{ROLES_IN_PROJECT}{role}/meta/main.yml")["dependencies"] == [{"role": "rackform.site.bmc_ipmi"}]
 
 
-def test_the_provision_digest_covers_the_module(files):
-    assert "roles/bmc_ipmi/library/rackform_ipmi.py" in stage_files(files, "provision")
+def test_the_provision_digest_covers_the_module_and_its_module_utils(files):
+    covered = stage_files(files, "provision")
+    plugins = f"{PROJECT_DIR}/plugins"
+    assert {f"{plugins}/modules/ipmi.py", f"{plugins}/module_utils/rackform_ipmi_session.py",
+            f"{plugins}/module_utils/rackform_ipmi_rmcp.py", f"{plugins}/filter/pxe_server.py"} <= set(covered)
+    assert f"{plugins}/module_utils/rackform_onyx_lines.py" not in covered
+    assert f"{plugins}/module_utils/rackform_onyx_lines.py" in stage_files(files, "fabric")
+    assert not any(path.startswith(plugins) for path in stage_files(files, "verify"))
 
 
 def test_the_module_documents_exactly_its_arguments():
@@ -129,7 +137,7 @@ def test_the_module_documents_exactly_its_arguments():
 
 
 def test_reimage_is_asked_for_with_a_tag(files):
-    defaults = load(files, "roles/bmc_power/defaults/main.yml")
+    defaults = load(files, f"{ROLES_IN_PROJECT}bmc_power/defaults/main.yml")
     assert ("'reimage' in ansible_run_tags" in defaults["bmc_power_reimage"]
             and "'pxe' if bmc_power_reimage" in defaults["bmc_power_boot_device"])
 

@@ -41,7 +41,7 @@ def test_provisioning_group_exists_empty_without_management_plane_hosts():
 
 def test_pxe_play_comes_first_in_the_provision_stage(provision_plays):
     assert (provision_plays[0]["hosts"], provision_plays[0]["roles"]) == (
-        "provisioning", [{"role": "pxe_server", "tags": ["provision", "pxe"]}])
+        "provisioning", [{"role": "rackform.site.pxe_server", "tags": ["provision", "pxe"]}])
 
 
 def test_pxe_play_gathers_no_facts(provision_plays):

@@ -17,20 +17,22 @@ from types import ModuleType
 import jinja2
 import pytest
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "pxe_server"
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = REPO / "plugins"
+ROLE = REPO / "roles" / "pxe_server"
 SITE = "pxetest"
 
 
 def _load(relative: str) -> ModuleType:
-    path = ROLE / relative
+    path = PLUGINS / relative
     spec = importlib.util.spec_from_file_location(f"pxe_server_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-filters = _load("filter_plugins/pxe_server.py")
-scripts = _load("library/pxe_server_ipxe_scripts.py")
+filters = _load("filter/pxe_server.py")
+scripts = _load("modules/ipxe_scripts.py")
 
 
 def host(n: int, role: str = "compute") -> dict[str, str]:
@@ -86,7 +88,7 @@ def test_netmask_of_a_prefix(prefix: str, netmask: str):
     assert filters.pxe_server_netmask(prefix) == netmask
 
 
-# --- module: pxe_server_ipxe_scripts -----------------------------------------------------------
+# --- module: rackform.site.ipxe_scripts --------------------------------------------------------
 
 def sync(dest: Path, hosts: list[dict], check: bool = False):
     return scripts.sync_scripts(str(dest), hosts, "../install.ipxe", SITE, check=check)
@@ -173,10 +175,10 @@ def test_a_refused_entry_writes_nothing(tmp_path: Path):
 # --- templates ---------------------------------------------------------------------------------
 
 def role_environment() -> jinja2.Environment:
-    """Jinja as Ansible's template module runs it, with the role's filters."""
+    """Jinja as Ansible's template module runs it, with the collection's filters (by their full names)."""
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(ROLE / "templates"), trim_blocks=True,
                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters.update(filters.FilterModule().filters())
+    environment.filters.update({f"rackform.site.{name}": filter_ for name, filter_ in filters.FilterModule().filters().items()})
     return environment
 
 

@@ -26,6 +26,8 @@ from rackform.pipeline import STAGES
 from rackform.render import render_files, render_project, stage_digest, write_project
 from rackform.render.groups import host_groups
 from rackform.render.project_files import forks_for
+from collection_support import ROLES_IN_PROJECT
+from rackform.collection import short_name
 
 ROOT = Path(__file__).parents[2]
 ANSIBLE_STAGES = [stage.name for stage in STAGES if stage.playbook]
@@ -399,7 +401,7 @@ def ansible_cfg(files):
     "section, key, value",
     [
         ("defaults", "forks", "9"),
-        ("defaults", "roles_path", "roles"),
+        ("defaults", "collections_path", "collections"),
         ("defaults", "gathering", "smart"),
         ("defaults", "fact_caching", "jsonfile"),
         ("defaults", "fact_caching_connection", ".cache/facts"),
@@ -437,7 +439,8 @@ def test_site_yml_imports_validate_then_every_stage_in_order(files):
 @pytest.mark.parametrize("playbook", ["validate.yml"] + [stage.playbook for stage in STAGES if stage.playbook])
 def test_playbooks_use_only_roles_the_project_has(files, playbook):
     roles = {entry["role"] for play in load(files, playbook) for entry in play["roles"]}
-    assert {role for role in roles if f"roles/{role}/tasks/main.yml" not in files} == set()
+    assert {role for role in roles if not role.startswith("rackform.site.")} == set()
+    assert {role for role in roles if f"{ROLES_IN_PROJECT}{short_name(role)}/tasks/main.yml" not in files} == set()
 
 
 def test_only_the_fabric_stage_targets_onyx_switches(files):
@@ -452,12 +455,12 @@ ROLES = ["validate_inventory", "bmc_reachable", "base_os", "switch_baseline", "k
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("part", ["defaults/main.yml", "tasks/main.yml", "meta/main.yml"])
 def test_roles_have_defaults_tasks_and_meta(files, role, part):
-    assert f"roles/{role}/{part}" in files
+    assert f"{ROLES_IN_PROJECT}{role}/{part}" in files
 
 
 @pytest.mark.parametrize("role", ROLES)
 def test_role_defaults_are_prefixed_with_the_role_name(files, role):
-    defaults = load(files, f"roles/{role}/defaults/main.yml")
+    defaults = load(files, f"{ROLES_IN_PROJECT}{role}/defaults/main.yml")
     assert [name for name in defaults if not name.startswith(f"{role}_")] == []
 
 
@@ -621,14 +624,14 @@ def test_a_variable_named_inside_a_read_value_counts(files):
     with_ref = {**files, path: files[path] + b'timezone_label: "{{ helper_value }}"\nhelper_value: a\n'}
     changed = {**files, path: files[path] + b'timezone_label: "{{ helper_value }}"\nhelper_value: b\n'}
     assert stage_digest(with_ref, "os") == stage_digest(changed, "os")  # timezone_label read by no role
-    os_tasks = "roles/base_os/tasks/main.yml"
+    os_tasks = f"{ROLES_IN_PROJECT}base_os/tasks/main.yml"
     reading = {name: {**files_, os_tasks: files_[os_tasks] + b"\n# reads timezone_label\n"}
                for name, files_ in (("a", with_ref), ("b", changed))}
     assert stage_digest(reading["a"], "os") != stage_digest(reading["b"], "os")
 
 
 def test_stage_digest_follows_role_changes(files):
-    edited = {**files, "roles/base_os/tasks/main.yml": files["roles/base_os/tasks/main.yml"] + b"\n"}
+    edited = {**files, f"{ROLES_IN_PROJECT}base_os/tasks/main.yml": files[f"{ROLES_IN_PROJECT}base_os/tasks/main.yml"] + b"\n"}
     assert [stage for stage in ANSIBLE_STAGES if stage_digest(edited, stage) != stage_digest(files, stage)] == ["os"]
 
 

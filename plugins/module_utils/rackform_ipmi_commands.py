@@ -4,7 +4,7 @@
 Method names and arguments are pyghmi Command's (get_user_name, set_user_access,
 set_bootdev ...), which the harden and chassis code were first written against; the
 requests are the IPMI 2.0 ones (section numbers below), sent with `raw_command`. No pyghmi:
-the module runs with the standard library and the role's module_utils only.
+the module runs with the standard library and the collection's module_utils only.
 Standard library only: this file travels inside the Ansible module (AnsiballZ).
 """
 

@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: rackform_ipmi
+module: ipmi
 short_description: Harden a BMC, set its power state and boot device over IPMI 2.0 (RMCP+)
 description:
   - Before any login, asks the BMC (without credentials) which IPMI versions and cipher suites
@@ -31,7 +31,7 @@ version_added: "0.1.0"
 author: rackform
 requirements: []
 notes:
-  - Runs on rackform's own RMCP+ session and commands, shipped in the role's module_utils (standard
+  - Runs on rackform's own RMCP+ session and commands, shipped in the collection's module_utils (standard
     library only; AES from the cryptography package where installed, else pure Python), so neither
     rackform nor pyghmi needs to be installed where it runs.
 options:
@@ -94,7 +94,7 @@ options:
 
 EXAMPLES = r"""
 - name: Harden the BMC
-  rackform_ipmi:
+  rackform.site.ipmi:
     action: harden
     address: "{{ bmc_address }}"
     user: rackform
@@ -120,15 +120,15 @@ rackform_error: {description: The failure message again (a registered result of 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackform_ipmi_ciphers import CipherSettingError, allow_only, device_model, exception_for
-from ansible.module_utils.rackform_ipmi_commands import CommandError
-from ansible.module_utils.rackform_ipmi_chassis import POWER_STATES, ChassisError, set_boot_device, set_power
-from ansible.module_utils.rackform_ipmi_lan import Timeouts
-from ansible.module_utils.rackform_ipmi_policy import default_lock_dir
-from ansible.module_utils.rackform_ipmi_session import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_ciphers import CipherSettingError, allow_only, device_model, exception_for
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_commands import CommandError
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_chassis import POWER_STATES, ChassisError, set_boot_device, set_power
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_lan import Timeouts
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_policy import default_lock_dir
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_session import (
     BmcAuthRejected, Credential, bmc_lock, first_login, login, logout, with_retries)
-from ansible.module_utils.rackform_ipmi_users import HardenError, harden
-from ansible.module_utils.rackform_ipmi_wire import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_users import HardenError, harden
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import (
     ACCEPTED_CIPHER_SUITES, BmcInsecure, BmcSilent, probe, refusal, suite0_gets_in)
 
 MAX_USER_NAME_BYTES = 16

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ansible.module_utils.rackform_ipmi_wire import IPMI15_ONLY_REFUSAL
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import IPMI15_ONLY_REFUSAL
 
 
 class Reason(str, Enum):

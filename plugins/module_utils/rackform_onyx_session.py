@@ -20,7 +20,7 @@ from __future__ import absolute_import, annotations, division, print_function
 import re
 from dataclasses import dataclass, field
 
-from ansible.module_utils.rackform_onyx_lines import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_onyx_lines import (
     ERROR_PATTERN,
     commands,
     config_lines,

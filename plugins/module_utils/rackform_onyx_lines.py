@@ -2,9 +2,9 @@
 """Onyx CLI lines: read a running config, name each setting, and compute the commands
 that turn one configuration into another. Standard library only.
 
-The one copy: the onyx_switch role's module (`rackform_onyx_config`) imports it as
-`ansible.module_utils.rackform_onyx_lines`, and rackform loads this same file
-(`rackform.fabric.onyx_lines`) instead of keeping a second one.
+The one copy: the collection's module `rackform.site.onyx_config` imports it, and
+rackform loads this same file (`rackform.fabric.onyx_lines`) instead of keeping a
+second one.
 
 A setting's *key* names what a line sets (`1/5 mtu`, `pfc priority 3`), so a line
 that replaces a value (`mtu 9000` -> `mtu 9216`) is one command, and a setting that

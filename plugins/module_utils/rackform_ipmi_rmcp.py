@@ -21,9 +21,9 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ansible.module_utils.rackform_ipmi_wire import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import (
     ACCEPTED_CIPHER_SUITES, checksum, parse_response_message, request_message, sessionless_frame)
-from ansible.module_utils.rackform_ipmi_aes import cbc_decrypt, cbc_encrypt
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_aes import cbc_decrypt, cbc_encrypt
 
 RMCP_HEADER = b"\x06\x00\xff\x07"  # version 6, reserved, no RMCP ACK, class IPMI (13.1.3)
 AUTH_TYPE_NONE = 0x00

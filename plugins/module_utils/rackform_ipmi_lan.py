@@ -30,16 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ansible.module_utils.rackform_ipmi_errors import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_errors import (
     IpmiError, Reason, ipmi15_only)
-from ansible.module_utils.rackform_ipmi_rmcp import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_rmcp import (
     CipherSuite, IpmiResponse, NAME_ONLY_LOOKUP, OpenSessionResponse, PAYLOAD_IPMI,
     PAYLOAD_OPEN_SESSION_REQUEST, PAYLOAD_OPEN_SESSION_RESPONSE, PAYLOAD_RAKP1, PAYLOAD_RAKP2, PAYLOAD_RAKP3,
     PAYLOAD_RAKP4, PRIVILEGE_ADMIN, RMCP_PLUS_STATUS, SAFE_SUITES, SUITE_MISMATCH_STATUSES, SessionKeys,
     WireError, ipmi_request, open_session_request, parse_ipmi_response, parse_open_session_response,
     parse_packet, parse_rakp2, parse_rakp4, rakp1, rakp2_auth_code, rakp3, rakp3_auth_code,
     rakp4_integrity_check, rmcp_plus_packet, session_integrity_key)
-from ansible.module_utils.rackform_ipmi_wire import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import (
     AuthCapabilities, CMD_GET_CHANNEL_AUTH_CAPABILITIES, IPMI15_ONLY_COMPLETION_CODE,
     auth_capabilities_request, parse_auth_capabilities, response_data)
 

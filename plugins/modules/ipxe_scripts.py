@@ -13,7 +13,7 @@ import re
 import tempfile
 
 DOCUMENTATION = r"""
-module: pxe_server_ipxe_scripts
+module: ipxe_scripts
 short_description: Write one iPXE script per machine, named after its MAC address
 description:
   - Writes C(<dest>/<mac with hyphens>.ipxe) for every host, as iPXE's C(${mac:hexhyp}) names it.

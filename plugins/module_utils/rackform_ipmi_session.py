@@ -21,12 +21,12 @@ from __future__ import absolute_import, division, print_function
 
 import time
 
-from ansible.module_utils.rackform_ipmi_commands import BmcCommands
-from ansible.module_utils.rackform_ipmi_errors import IpmiError, Reason
-from ansible.module_utils.rackform_ipmi_lan import LanSession, Timeouts
-from ansible.module_utils.rackform_ipmi_policy import (  # noqa: F401  (bmc_lock: the module's import)
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_commands import BmcCommands
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_errors import IpmiError, Reason
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_lan import LanSession, Timeouts
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_policy import (  # noqa: F401  (bmc_lock: the module's import)
     RETRY, RETRY_AUTH, GaveUp, RetryPolicy, bmc_lock, retrying)
-from ansible.module_utils.rackform_ipmi_wire import BmcInsecure, BmcSilent
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import BmcInsecure, BmcSilent
 
 IPMI15_PASSWORD_BYTES = 16
 """IPMI 1.5 stores 16 bytes of a password; IPMI 2.0 allows 20. Some BMCs (OpenIPMI's

@@ -23,7 +23,7 @@ import re
 import tempfile
 import time
 
-from ansible.module_utils.rackform_ipmi_wire import BmcSilent
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_wire import BmcSilent
 
 POWER_ACTIONS = ("on", "off", "soft", "cycle", "reset")
 CHASSIS_CONTROL_CODES = {"off": 0x00, "on": 0x01, "cycle": 0x02, "reset": 0x03, "soft": 0x05}

@@ -19,9 +19,9 @@ from __future__ import absolute_import, division, print_function
 
 import time
 
-from ansible.module_utils.rackform_ipmi_policy import CHASSIS_CONTROL_CODES as CHASSIS_CONTROL
-from ansible.module_utils.rackform_ipmi_policy import POWER_ACTIONS as POWER_STATES
-from ansible.module_utils.rackform_ipmi_policy import await_power, power_plan
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_policy import CHASSIS_CONTROL_CODES as CHASSIS_CONTROL
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_policy import POWER_ACTIONS as POWER_STATES
+from ansible_collections.rackform.site.plugins.module_utils.rackform_ipmi_policy import await_power, power_plan
 
 NETFN_CHASSIS = 0x00
 CMD_GET_CHASSIS_STATUS = 0x01

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""rackform_host_state: is this host already as a role would leave it? One read-only look.
+"""rackform.site.host_state: is this host already as a role would leave it? One read-only look.
 
 A role's tasks cost one module start each per host (on a re-run that changes nothing,
 that start is nearly all the time). A role first asks this module, in one round trip,
@@ -21,7 +21,7 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 
 DOCUMENTATION = r"""
-module: rackform_host_state
+module: host_state
 short_description: Compare a host with the state a role sets, without changing it
 description:
   - Reads files, directories, kernel settings, values under /proc or /sys and systemd unit states;

@@ -7,12 +7,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: rackform_onyx_config
+module: onyx_config
 short_description: Push the difference between an Onyx switch's running config and its rendered config
 description:
   - Runs on the controller and logs in to the switch over SSH with netmiko (C(mellanox_mlnxos)).
-  - Reads C(show running-config), keeps the lines rackform manages (hostname, lldp, PFC, and per
-    cabled port: description, MTU, PFC mode, trust, ECN, PFC watchdog), and computes the commands
+  - Reads C(show running-config), keeps the lines rackform manages (hostname, lldp, PFC, and for
+    each cabled port its description, MTU, PFC mode, trust, ECN, PFC watchdog), and computes the commands
     that make it hold I(config). Lines rackform does not manage, and ports the config does not
     name, are never touched.
   - Pushes only those commands, then C(configuration write). A push that fails part-way (a refused
@@ -31,7 +31,7 @@ options:
   password: {description: Login password (Onyx logins are password logins)., type: str}
   key_file: {description: SSH private key, offered only when there is no password., type: path}
   known_hosts:
-    description: OpenSSH known_hosts to check the switch's host key against (default: the user's ~/.ssh/known_hosts); an unknown or changed key refuses the login.
+    description: OpenSSH known_hosts to check the switch's host key against (by default the user's ~/.ssh/known_hosts); an unknown or changed key refuses the login.
     type: path
   timeout_s: {description: Seconds to wait for the login., type: float, default: 30}
   config: {description: The rendered configuration (Onyx CLI lines; C(#) comments are ignored)., type: str, required: true}
@@ -43,7 +43,7 @@ options:
 
 EXAMPLES = r"""
 - name: Configure the switch
-  rackform_onyx_config:
+  rackform.site.onyx_config:
     name: "{{ inventory_hostname }}"
     host: "{{ ansible_host }}"
     username: admin
@@ -58,8 +58,8 @@ rolled_back: {description: After a failed push, whether the previous configurati
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.rackform_onyx_lines import dscp_map_refusal
-from ansible.module_utils.rackform_onyx_session import (
+from ansible_collections.rackform.site.plugins.module_utils.rackform_onyx_lines import dscp_map_refusal
+from ansible_collections.rackform.site.plugins.module_utils.rackform_onyx_session import (
     HAS_NETMIKO,
     Login,
     OnyxError,
