@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from rackform.model.source import BadInput
 from rackform.pipeline import STAGE_NAMES, DesignRejected, build_dir, load_and_check
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13
+"""What a shell reports for a writer killed by SIGPIPE: the reader left (`... | head`)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         with owned_signals():  # SIGTERM and SIGINT for the whole command (rackform.run.interrupt)
-            return args.func(args)
+            code = args.func(args)
+            sys.stdout.flush()  # here, not at exit: a reader that left is caught below
+            return code
     except LabError as exc:
         print(f"rackform: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -129,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rackform: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader closed the pipe (`rackform plan --all | head`): stop quietly. stdout
+        # goes to /dev/null so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 # ---------------------------------------------------------------- reporting

@@ -87,3 +87,14 @@ def test_render_writes_project_and_second_render_changes_nothing(root: Path, cap
 def test_diagram_writes_one_svg_per_rack(root: Path):
     assert main(["diagram", "lab", "--root", str(root)]) == 0
     assert [p.name for p in (root / "build/lab/diagrams").glob("*.svg")] == ["r1.svg"]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`rackform validate lab --show-origin | head -0`: the reader has closed the pipe before
+    rackform writes; rackform stops quietly with the shell's SIGPIPE status, no traceback."""
+    command = [str(Path(sys.executable).with_name("rackform")), "validate", "lab", "--show-origin", "--root", str(REPO)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
