@@ -95,7 +95,7 @@ def known_hosts_file(site: Site) -> str:
         keys = machine_host_keys(node, errors)
         if node.management_address is None and not keys:
             continue
-        if not keys:
+        if not keys and getattr(node, "os", None) != "unmanaged":  # an unmanaged switch has no SSH of ours
             missing.append(node.name)
         port = ports.get(node.name, DEFAULT_SSH_PORT)
         names = ",".join(known_hosts_name(str(name), port)
@@ -110,5 +110,6 @@ def known_hosts_file(site: Site) -> str:
     elif missing:
         named = ", ".join(missing[:MISSING_NAMED_MAX]) + (f" and {len(missing) - MISSING_NAMED_MAX} more"
                                                            if len(missing) > MISSING_NAMED_MAX else "")
-        header.append(f"# No key in the inventory for {len(missing)} machine(s), refused until one is added: {named}")
+        header.append(f"# No key in the inventory for {len(missing)} machine(s), refused until one is added "
+                      f"(`rackform ssh-keys {site.name} --collect`): {named}")
     return "\n".join(header + lines) + "\n"

@@ -309,6 +309,21 @@ def test_real_site_checks_host_keys_against_rendered_known_hosts(lab, tmp_path):
     assert f"10.10.0.15,gpu-1,gpu-1.lab.rackform.test {key}" in files["known_hosts"].decode().splitlines()
 
 
+def test_known_hosts_asks_keys_of_managed_machines_only(lab):
+    """An unmanaged switch (no SSH of rackform's) is not a machine whose key is missing."""
+    from ipaddress import IPv4Address as Address
+
+    site = copy.deepcopy(lab)
+    site.user_inventory.group_vars["all"].values.pop("ansible_host_key_checking")
+    switch = next(iter(site.switches.values()))
+    switch.os, switch.management_address = "unmanaged", Address("10.10.0.250")
+    header = render_files(site)["known_hosts"].decode().splitlines()[2]
+    missing = sum(1 for node in (*site.hosts.values(), *site.switches.values())
+                  if node.management_address is not None and getattr(node, "os", None) != "unmanaged")
+    assert f"No key in the inventory for {missing} machine(s)" in header and switch.name not in header
+    assert "rackform ssh-keys lab --collect" in header
+
+
 def test_malformed_host_key_is_a_source_error(lab):
     site = copy.deepcopy(lab)
     site.hosts["gpu-1"].user_vars["ssh_host_keys"] = ["ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQABAAABAQ"]
