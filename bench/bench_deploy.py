@@ -96,7 +96,7 @@ STOCK_CFG = """\
 # Ansible's default (-C -o ControlMaster=auto -o ControlPersist=60s) applies.
 [defaults]
 inventory = inventory
-roles_path = roles
+collections_path = collections
 forks = 5
 host_key_checking = False
 retry_files_enabled = False
