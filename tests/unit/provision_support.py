@@ -1,5 +1,6 @@
 """Shared by the provision unit tests: rackform's IPMI module code loaded as Ansible would,
-and an in-memory BMC with the pyghmi Command methods that code calls.
+and an in-memory BMC behind the command interface that code calls (BmcCommands: raw_command,
+get_network_channel), for the hardening rules without a wire.
 
 The module files import each other as `ansible_collections.rackform.site.plugins.module_utils.<name>`
 (how AnsiballZ ships collection module_utils); `load_ipmi_modules` registers them under those names.
@@ -110,7 +111,7 @@ class FakeSession:
 
 
 class FakeIpmi:
-    """The pyghmi Command methods rackform's module calls, over a FakeBmc."""
+    """The BmcCommands methods rackform's module calls (rackform_ipmi_commands), over a FakeBmc."""
 
     channel = 1
 
