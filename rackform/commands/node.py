@@ -137,6 +137,11 @@ def _add(args: argparse.Namespace) -> int:
     reader = lldp.ssh_reader(_transport(site, args.private_key))
     found, claimed, problems = [], set(), list(unread)
     for bmc in bmcs:
+        if args.dry_run and bmc.power == "off":  # a dry run changes nothing, power included
+            print(f"{bmc.address}: powered off; a dry run does not power it on, so its cabling (LLDP) and "
+                  f"management MAC are found by the real run")
+            found.append(add.Found(bmc.address, bmc.bmc_mac, bmc.serial, kinds[bmc.address], fru=bmc.fru))
+            continue
         heard, note = _hear(site, fleet, bmc, reader, claimed, args)
         print(f"{bmc.address}: {note}")
         if heard is None:
@@ -161,7 +166,11 @@ def _add(args: argparse.Namespace) -> int:
     for plan in plans:
         print("\n".join(plan.lines()))
     print(files.diff_text(changes), end="")
-    files.check_on_copy(site.name, args.root, changes)
+    uncabled = [plan.host for plan in plans if not plan.found.links]
+    if args.dry_run and uncabled:  # powered off, so unheard: the real run checks the cabled result
+        print(f"dry run: the site is checked with {', '.join(uncabled)} once the cabling is heard (the real run)")
+    else:
+        files.check_on_copy(site.name, args.root, changes)
     hosts = [plan.host for plan in plans]
     if args.dry_run:
         print(f"dry run: {len(changes)} file(s) would change; nothing was written")

@@ -69,3 +69,17 @@ def test_a_given_position_that_overlaps_is_refused(loopback_site, capsys):
     assert code == 2
     assert "vgpu cannot go at U8: U8-U8 overlaps gpu-1" in capsys.readouterr().err
     assert CHASSIS_CONTROL not in bmc.commands
+
+
+def test_a_dry_run_never_powers_a_node_on_and_writes_nothing(loopback_site, capsys):
+    before = snapshot(loopback_site)
+    with fake_bmc("vScaler", "vScaler vGPU (1 node, 1U, 4x V100)") as bmc:
+        code = main(["node", "add", "lab", "--root", str(loopback_site), "--oob", "127.0.1.23", "--reply-timeout", "0.5",
+                     "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "127.0.1.23: powered off; a dry run does not power it on" in out
+    assert "dry run: " in out and "nothing was written" in out
+    assert "+" in out  # the diff of the site files it would write
+    assert CHASSIS_CONTROL not in bmc.commands
+    assert snapshot(loopback_site) == before
