@@ -96,7 +96,7 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> Manifest:
 
 
 def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None) -> list[Manifest]:
-    """A tenant's namespace, GPU quota, admin Role + RoleBinding, default-deny policy and its
+    """A tenant's namespace, GPU quota, admin Role + RoleBinding, network policies and its
     copies of the RDMA attachments (`attachments`, built for its namespace)."""
     ns = tenant.name
     role = f"{ns}-admin"
@@ -109,9 +109,31 @@ def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None) 
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, ns),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user} for user in tenant.admins]},
+        *tenant_network_policies(ns),
+        *(attachments or []),
+    ]
+
+
+CLUSTER_DNS_PORT = 53
+
+
+def tenant_network_policies(ns: str) -> list[Manifest]:
+    """Deny by default, then let the tenant's pods reach each other (a multi-node job's
+    rendezvous and NCCL bootstrap run over the pod network) and the cluster DNS. Nothing
+    from or to other namespaces; the RDMA rails are secondary networks, outside these."""
+    same_namespace = [{"podSelector": {}}]
+    cluster_dns = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    return [
         {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("default-deny", ns),
          "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
-        *(attachments or []),
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("allow-same-namespace", ns),
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                  "ingress": [{"from": same_namespace}], "egress": [{"to": same_namespace}]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("allow-cluster-dns", ns),
+         "spec": {"podSelector": {}, "policyTypes": ["Egress"],
+                  "egress": [{"to": cluster_dns, "ports": [{"protocol": protocol, "port": CLUSTER_DNS_PORT}
+                                                           for protocol in ("UDP", "TCP")]}]}},
     ]
 
 

@@ -116,10 +116,31 @@ def test_tenant_quota_limits_gpu_requests():
     assert quotas == {"research": {"requests.nvidia.com/gpu": "8"}, "inference": {"requests.nvidia.com/gpu": "4"}}
 
 
-def test_tenant_network_policy_denies_all_by_default():
+def tenant_policies(namespace: str) -> dict[str, dict]:
     _version, manifests = manifests_of("lab")
-    policy = next(m for m in manifests if m["kind"] == "NetworkPolicy")
-    assert policy["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    return {m["metadata"]["name"]: m["spec"] for m in manifests
+            if m["kind"] == "NetworkPolicy" and m["metadata"]["namespace"] == namespace}
+
+
+def test_tenant_network_policy_denies_all_by_default():
+    assert tenant_policies("research")["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+def test_tenant_pods_reach_each_other_and_nothing_else_in_the_cluster():
+    """A multi-node job's rendezvous runs over the pod network: within the namespace only
+    (a peer without a namespaceSelector means the policy's own namespace)."""
+    allowed = tenant_policies("research")["allow-same-namespace"]
+    assert allowed["ingress"] == [{"from": [{"podSelector": {}}]}]
+    assert allowed["egress"] == [{"to": [{"podSelector": {}}]}]
+
+
+def test_tenant_pods_resolve_names_through_the_cluster_dns_only():
+    dns = tenant_policies("inference")["allow-cluster-dns"]
+    assert dns["policyTypes"] == ["Egress"] and "ingress" not in dns
+    (rule,) = dns["egress"]
+    assert rule["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                           "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert sorted((port["protocol"], port["port"]) for port in rule["ports"]) == [("TCP", 53), ("UDP", 53)]
 
 
 def test_tenant_admins_are_bound_to_the_tenant_role():
