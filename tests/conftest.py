@@ -1,11 +1,19 @@
-"""Shared fixtures: the shipped lab site, and a writable copy of the repo's inputs.
+"""Shared fixtures: the shipped lab site, a writable copy of the repo's inputs, and
+rackform as a user installs it (a wheel in a fresh virtualenv).
 
 `lab_files` is how a test makes a failing case: copy, edit one thing, reload.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -91,3 +99,52 @@ def fleet_root(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
     return tmp_path
+
+
+# ---------------------------------------------------------------- rackform installed from a wheel
+
+
+@pytest.fixture(scope="session")
+def rackform_wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout without build/ and .venv/ (what a clone holds)."""
+    out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source") / "rackform"
+    shutil.copytree(REPO_ROOT, source, symlinks=True,
+                    ignore=shutil.ignore_patterns(".venv", "build", ".git", "__pycache__", ".pytest_cache", "state"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    (built,) = out.glob("rackform-*.whl")
+    return built
+
+
+@dataclass(frozen=True)
+class InstalledTool:
+    """The `rackform` of a fresh virtualenv holding the wheel."""
+
+    bin_dir: Path
+
+    def run(self, *args: str, cwd: Path, timeout_s: float = 900) -> subprocess.CompletedProcess:
+        """`rackform ARGS` in cwd, with the venv's bin first on PATH and no PYTHONPATH (no checkout)."""
+        path = f"{self.bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        env = {**os.environ, "PATH": path}
+        env.pop("PYTHONPATH", None)
+        return subprocess.run([str(self.bin_dir / "rackform"), *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout_s)
+
+
+@pytest.fixture(scope="session")
+def installed_rackform(rackform_wheel: Path, tmp_path_factory) -> InstalledTool:
+    """A fresh venv with the wheel in it. Its dependencies come from this repo's .venv through
+    a plain path entry (no network; the checkout's editable rackform stays invisible: its
+    import hook is only activated from a site directory, which that entry is not)."""
+    env_dir = tmp_path_factory.mktemp("venv") / "env"
+    venv.create(env_dir, with_pip=False)
+    purelib = Path(subprocess.run([env_dir / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  check=True, capture_output=True, text=True).stdout.strip())
+    (purelib / "dependencies-from-the-dev-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    with zipfile.ZipFile(rackform_wheel) as archive:
+        archive.extractall(purelib)
+    script = env_dir / "bin" / "rackform"
+    script.write_text(f"#!{env_dir / 'bin' / 'python'}\nimport sys\nfrom rackform.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return InstalledTool(env_dir / "bin")

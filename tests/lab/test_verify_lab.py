@@ -127,3 +127,18 @@ def test_broken_mtu_reason_names_port_and_values(broken_report):
 
 def test_broken_exit_code_is_one(broken_report):
     assert broken_report.exit_code == 1
+
+
+def test_the_installed_tool_repairs_the_site_and_verifies_it(broken_report, deployed, installed_rackform):
+    """rackform as a user installs it (a wheel in a fresh venv, no checkout on its path):
+    its `deploy --stage os` puts node-1's fab0 back to the design's MTU, and its `verify`
+    (the host checks shipped in the wheel) then passes. Last: it repairs what broken_report broke."""
+    assert broken_report.exit_code == 1  # node-1's fab0 is still at 1500 here
+    deployed_by_wheel = installed_rackform.run("deploy", SITE, "--stage", "os", cwd=deployed)
+    assert deployed_by_wheel.returncode == 0, deployed_by_wheel.stdout + deployed_by_wheel.stderr
+    assert "changed" in deployed_by_wheel.stdout
+
+    verified = installed_rackform.run("verify", SITE, "--stage", *DEPLOYED_STAGES, cwd=deployed)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    lab_state = state.require(SITE)
+    assert lab.ssh(lab_state, lab_state.node(BROKEN_HOST), f"cat /sys/class/net/{BROKEN_PORT}/mtu").stdout.strip() == "9000"
