@@ -1,24 +1,23 @@
 """The files of the collection rackform.site as a rendered project carries them.
 
-`roles/`, `plugins/` and rackform's CHANGELOG.md are copied as they are; `galaxy.yml`, `meta/runtime.yml` and
-the collection's README are rendered from templates/collection/: its version is
-rackform's, its dependencies are the collections the project's requirements.yml pins
-(one list), and the README's tables come from each role's meta/main.yml and each
-module's DOCUMENTATION. Built once per process: the collection is the same for every
-site.
+`roles/`, `plugins/`, rackform's CHANGELOG.md and templates/collection/meta/runtime.yml
+are copied as they are. `galaxy.yml` and the collection's README are rendered from
+templates/collection/: the version is rackform's, the dependencies are the collections
+the project's requirements.yml pins (one list), and the README's tables come from each
+role's meta/main.yml and each module's DOCUMENTATION. Built once per process: the
+collection is the same for every site.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
 from rackform import __version__
 from rackform.collection import NAME, NAMESPACE, PROJECT_DIR
-from rackform.paths import CHANGELOG_FILE
+from rackform.paths import CHANGELOG_FILE, TEMPLATES_DIR
 from rackform.render.assets import PLUGINS_DIR, ROLES_DIR, project_templates, tree_files
 
 _SHORT_DESCRIPTION = re.compile(r"^short_description:\s*(.+)$", re.MULTILINE)
@@ -58,7 +57,7 @@ def _collection(requirements_yml: str) -> tuple[tuple[str, bytes], ...]:
              for name in _RENDERED_FILES}
     files["CHANGELOG.md"] = CHANGELOG_FILE.read_bytes()
     for name in _STATIC_FILES:
-        files[name] = (Path(templates.loader.searchpath[0]) / "collection" / name).read_bytes()
+        files[name] = (TEMPLATES_DIR / "collection" / name).read_bytes()
     files.update({f"roles/{path}": content for path, content in tree_files(ROLES_DIR).items()})
     files.update({f"plugins/{path}": content for path, content in tree_files(PLUGINS_DIR).items()})
     return tuple(sorted(files.items()))

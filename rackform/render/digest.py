@@ -43,7 +43,7 @@ _MODULES = f"{PROJECT_DIR}/plugins/modules/"
 _MODULE_UTILS = f"{PROJECT_DIR}/plugins/module_utils/"
 _FILTERS = f"{PROJECT_DIR}/plugins/filter/"
 _PLUGIN_NAME = re.compile(rb"\b" + re.escape(FQCN.encode()) + rb"\.(\w+)")
-# Stages whose digest also covers switch_configs/ (pushed to Onyx switches outside Ansible).
+# Stages whose digest also covers switch_configs/ (the review copies of what the fabric stage deploys).
 _SWITCH_CONFIG_STAGES = {"fabric"}
 # Stages without a playbook -> the folder of rendered files they apply (rackform/render/platform_files.py).
 _DIRECTORY_STAGES = {"platform": "platform/"}
@@ -109,13 +109,18 @@ def _with_dependencies(roles: set[str], files: dict[str, bytes]) -> set[str]:
     return found
 
 
+@lru_cache(maxsize=1024)
+def _plugin_names(content: bytes) -> frozenset[str]:
+    return frozenset(name.decode() for name in _PLUGIN_NAME.findall(content))
+
+
 def _plugin_files(roles: set[str], files: dict[str, bytes]) -> set[str]:
     """The collection's modules and filters the roles name (`rackform.site.<name>`), and
     the module_utils those modules import, transitively."""
     named: set[str] = set()
     for path, content in files.items():
         if path.startswith(_ROLES) and path[len(_ROLES):].split("/", 1)[0] in roles:
-            named.update(name.decode() for name in _PLUGIN_NAME.findall(content))
+            named |= _plugin_names(content)
     found = {f"{_MODULES}{name}.py" for name in named} & files.keys()
     found |= {path for path in files if path.startswith(_FILTERS) and named & _words(files[path])}
     pending = [path for path in found if path.startswith(_MODULES)]
