@@ -62,9 +62,10 @@ demo: install
 
 # Unit tests in parallel; then the lab suite in one process (its module-scoped labs
 # must not be split across xdist workers; the first run builds the lab's Debian base image).
+# The lab run lists its 15 slowest tests, to keep the suite lean.
 test: install
 	pytest -n 2 -q -m "not lab"
-	pytest -p no:xdist -q -m lab tests/lab
+	pytest -p no:xdist -q -m lab --durations=15 tests/lab
 
 test-fast: install
 	pytest -n 2 -q -m "not slow and not lab"
