@@ -41,6 +41,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -951,6 +952,18 @@ class OnyxEmulator:
 
     def running_config(self) -> str:
         return self.switch.running_config_text()
+
+    def scanned_known_hosts(self) -> Path:
+        """A known_hosts holding the host key this emulator presents, read with ssh-keyscan
+        (what an inventory's ssh_host_keys would render), kept under state_dir. Call after start."""
+        path = self.state_dir / "scanned_known_hosts"
+        if not path.is_file():
+            found = subprocess.run(["ssh-keyscan", "-p", str(self.port), self.host],
+                                   capture_output=True, text=True, timeout=30, check=True).stdout
+            if not found.strip():
+                raise LabError(f"ssh-keyscan read no host key from the Onyx emulator at {self.host}:{self.port}")
+            path.write_text(found)
+        return path
 
     def inject_config_failure(self, after_lines: int | None, mode: FaultMode = "error") -> None:
         """After `after_lines` more accepted configuration lines, refuse the rest

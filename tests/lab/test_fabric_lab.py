@@ -19,7 +19,6 @@ import contextlib
 import io
 import json
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,16 +292,6 @@ ONYX_ROCE_LINES = (
 )
 
 
-def scanned_known_hosts(emulator: OnyxEmulator) -> Path:
-    """A known_hosts with the emulator's own host key (the onyx_switch role checks host keys)."""
-    path = emulator.state_dir / "scanned_known_hosts"
-    if not path.is_file():
-        found = subprocess.run(["ssh-keyscan", "-p", str(emulator.port), "127.0.0.1"],
-                               capture_output=True, text=True, timeout=30, check=True).stdout
-        path.write_text(found)
-    return path
-
-
 def onyx_design(switch_mtu: int = 9216) -> str:
     """fabtest with leaf-2 running Onyx (ports Eth1/n)."""
     design = fabtest_design().replace("os: cumulus, fabric: compute, asn: 65102", "os: onyx, fabric: compute, asn: 65102")
@@ -323,7 +312,7 @@ def onyx_apply(root: Path, emulator: OnyxEmulator) -> tuple[int, str, str]:
     # The emulator listens on 127.0.0.1: the onyx_switch role's own variables say where.
     host_vars = root / "inventories" / SITE / "host_vars" / "leaf-2.yml"
     host_vars.write_text(host_vars.read_text() + f"onyx_switch_host: 127.0.0.1\nonyx_switch_port: {emulator.port}\n"
-                         f"onyx_switch_known_hosts: {scanned_known_hosts(emulator)}\n")
+                         f"onyx_switch_known_hosts: {emulator.scanned_known_hosts()}\n")
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RACKFORM_SWITCH_PASSWORD", ONYX_PASSWORD)
@@ -371,7 +360,7 @@ def test_onyx_switch_is_configured_by_deploy_too(onyx_again, tmp_path_factory, o
     root = write_fabtest(tmp_path_factory.mktemp("onyx-root"), onyx_design())
     host_vars = root / "inventories" / SITE / "host_vars" / "leaf-2.yml"
     host_vars.write_text(host_vars.read_text() + f"onyx_switch_host: 127.0.0.1\nonyx_switch_port: {onyx.port}\n"
-                         f"onyx_switch_known_hosts: {scanned_known_hosts(onyx)}\n")
+                         f"onyx_switch_known_hosts: {onyx.scanned_known_hosts()}\n")
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RACKFORM_SWITCH_PASSWORD", ONYX_PASSWORD)

@@ -18,7 +18,6 @@ import pytest
 
 from rackform.fabric import apply_cli
 from rackform.lab.onyx_emulator import OnyxEmulator
-from onyx_support import scanned_known_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "lab-only-password-52be"
@@ -154,7 +153,7 @@ def onyx_root(root: Path, emulator: OnyxEmulator) -> Path:
     text = design.read_text().replace("os: cumulus, fabric: compute, asn: 65102", "os: onyx, fabric: compute, asn: 65102")
     design.write_text(text.replace("leaf-2:swp", "leaf-2:Eth1/"))
     host_vars = root / "inventories" / "lab" / "host_vars" / "leaf-2.yml"
-    known_hosts = scanned_known_hosts(emulator)  # the emulator's real key: the role checks host keys
+    known_hosts = emulator.scanned_known_hosts()  # the emulator's real key: the role checks host keys
     host_vars.write_text(host_vars.read_text() + f"onyx_switch_host: 127.0.0.1\nonyx_switch_port: {emulator.port}\n"
                          f"onyx_switch_known_hosts: {known_hosts}\n")
     return root

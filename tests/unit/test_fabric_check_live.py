@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -150,14 +149,14 @@ def onyx(tmp_path_factory):
 
 
 def test_onyx_running_config_over_netmiko(onyx, tmp_path):
-    login = OnyxLogin(password=ONYX_PASSWORD, known_hosts=_scanned(onyx, tmp_path))
+    login = OnyxLogin(password=ONYX_PASSWORD, known_hosts=onyx.scanned_known_hosts())
     device = read_device(Target("leaf-1", "onyx", "127.0.0.1", port=onyx.port), SshTransport(), login)
     assert (device.error, device.qos.pfc("Eth1/1"), device.qos.mtu_by_port) == (None, (3,), {"Eth1/1": 9216})
 
 
 def test_onyx_wrong_password_is_an_unreachable_device(onyx, tmp_path):
     device = read_device(Target("leaf-1", "onyx", "127.0.0.1", port=onyx.port), SshTransport(),
-                         OnyxLogin(password="wrong", known_hosts=_scanned(onyx, tmp_path)))
+                         OnyxLogin(password="wrong", known_hosts=onyx.scanned_known_hosts()))
     assert device.error.startswith(f"Onyx login to 127.0.0.1:{onyx.port} failed")
 
 
@@ -211,14 +210,5 @@ def test_onyx_login_refuses_a_changed_host_key(onyx_emulator, tmp_path):
         _onyx_read(onyx_emulator, known)
 
 
-def _scanned(emulator, folder: Path) -> Path:
-    """A known_hosts holding the emulator's real key (what ssh_host_keys would render)."""
-    found = subprocess.run(["ssh-keyscan", "-p", str(emulator.port), "127.0.0.1"],
-                           capture_output=True, text=True, timeout=30, check=True).stdout
-    assert found.strip()
-    (folder / "scanned_known_hosts").write_text(found)
-    return folder / "scanned_known_hosts"
-
-
 def test_onyx_login_accepts_the_recorded_host_key(onyx_emulator, tmp_path):
-    assert _onyx_read(onyx_emulator, _scanned(onyx_emulator, tmp_path))  # logged in: no LiveError
+    assert _onyx_read(onyx_emulator, onyx_emulator.scanned_known_hosts())  # logged in: no LiveError

@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from onyx_support import scanned_known_hosts
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
@@ -105,7 +104,7 @@ def run_module(emulator: OnyxEmulator, context: dict, *, check: bool = False, pa
     module = load_onyx_module()
     args = {
         "name": "leaf-2", "host": "127.0.0.1", "port": emulator.port, "username": "admin", "password": password,
-        "known_hosts": str(scanned_known_hosts(emulator)),
+        "known_hosts": str(emulator.scanned_known_hosts()),
         "config": onyx_config_text(context), "dscp_to_priority": context.get("fabric_switch_dscp_to_priority", {}),
         "timeout_s": 10, "_ansible_check_mode": check, "_ansible_diff": True,
     }
@@ -327,7 +326,7 @@ def playbook(project: Path, emulator: OnyxEmulator, *flags: str) -> subprocess.C
                    "ANSIBLE_LOCAL_TEMP": str(project / ".ansible-tmp")}
     return subprocess.run(
         ["ansible-playbook", "fabric.yml", "--limit", "leaf-2", "-e", "ansible_host=127.0.0.1",
-         "-e", f"ansible_port={emulator.port}", "-e", f"onyx_switch_known_hosts={scanned_known_hosts(emulator)}",
+         "-e", f"ansible_port={emulator.port}", "-e", f"onyx_switch_known_hosts={emulator.scanned_known_hosts()}",
          *flags],
         cwd=project, env=environment, capture_output=True, text=True, timeout=300)
 
