@@ -87,6 +87,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "scale", scale := __import__("rackform.commands.scale", fromlist=["run"]), scale.HELP)
     add(commands, "console", console := __import__("rackform.commands.console", fromlist=["run"]), console.HELP)
     add(commands, "ssh-keys", ssh_keys := __import__("rackform.commands.ssh_keys", fromlist=["run"]), ssh_keys.HELP)
+    add(commands, "mirror", mirror := __import__("rackform.commands.mirror", fromlist=["run"]), mirror.HELP)
     add(commands, "secrets", secrets_cli, "The site's BMC password vault: rotate passwords, forget old ones.")
     fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."
     fabric = commands.add_parser("fabric", help=fabric_help, description=fabric_help)
@@ -153,7 +154,8 @@ def _report_bad_input(exc: BadInput, *, as_json: bool, site: str) -> int:
         print(json.dumps({"site": site, "ok": False, "errors": errors, "warnings": []}, indent=2))
     for error in exc.errors:
         print(error, file=sys.stderr)
-    print(f"rackform: {site}: {len(exc.errors)} error(s) in the input; nothing was changed", file=sys.stderr)
+    where = f"{site}: " if site else ""
+    print(f"rackform: {where}{len(exc.errors)} error(s) in the input; nothing was changed", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 

@@ -8,6 +8,7 @@
     _assets/topologies/   the built-in catalog (blocks/), version matrix (versions.yaml),
                           shared settings and the example sites `rackform init` copies
     _assets/inventories/  the example sites' inventories
+    _assets/sources/      the Go modules the site mirror's Kubernetes is built from (go.mod, go.sum)
 
 In this repo those are links to the top-level roles/, plugins/, CHANGELOG.md, templates/, tests/infra/,
 topologies/ and inventories/, so the repo keeps its layout and a wheel built from it
@@ -29,3 +30,5 @@ PLUGINS_DIR = ASSETS_DIR / "plugins"
 CHANGELOG_FILE = ASSETS_DIR / "CHANGELOG.md"
 INFRA_CHECKS_DIR = ASSETS_DIR / "infra"
 BUILTIN_BLOCKS_DIR = ASSETS_DIR / "topologies" / "blocks"
+SOURCES_DIR = ASSETS_DIR / "sources"
+"""Go modules (go.mod, go.sum) that pin what `rackform mirror build` builds from source."""

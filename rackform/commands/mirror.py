@@ -1,0 +1,116 @@
+"""`rackform mirror build|show`: fill and inspect the site mirror's bundle (docs/mirror.md).
+
+    rackform mirror build lab                       # the release lab pins, built from source here
+    rackform mirror build --kubernetes 1.36.1       # another release the matrix carries
+    rackform mirror build lab --from upstream       # copied from Kubernetes' repository and registries
+    rackform mirror show lab --verify               # every artifact, version and digest; re-checked
+
+The release must be one `kubernetes.carried` in topologies/versions.yaml lists (what sources/
+pins); anything else is bad input (exit 2) and nothing is built. A bundle whose inputs have
+not changed is left alone and the command says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rackform.mirror.bundle import BUNDLES_DIR
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+HELP = "Fill the site mirror's bundle (Kubernetes packages and images, with digests) or show what it holds."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="mirror_command", required=True, metavar="ACTION")
+    build = actions.add_parser("build", help="fill the bundle of a Kubernetes release, from source or upstream",
+                               description="Fill the bundle of a Kubernetes release: from source (default: its Go "
+                                           "modules under sources/, cached by version and digest) or from upstream.")
+    show = actions.add_parser("show", help="list a bundle's artifacts with versions and digests",
+                              description="List a bundle's artifacts with their versions and digests.")
+    for sub in (build, show):
+        sub.add_argument("site", metavar="SITE", nargs="?", help="site whose kubernetes.version picks the release")
+        sub.add_argument("--kubernetes", metavar="VERSION", help="the release (default: the site's, else the matrix's)")
+        sub.add_argument("--root", type=Path, default=Path("."), help="repository root (default: .)")
+        sub.add_argument("--bundles", type=Path, default=BUNDLES_DIR, metavar="DIR",
+                         help=f"where bundles are kept (default: {BUNDLES_DIR})")
+    build.add_argument("--from", dest="origin", choices=("source", "upstream"), default="source",
+                       help="build here from sources/ (default), or copy from upstream on a connected machine")
+    build.add_argument("--upstream-apt", metavar="URL",
+                       help="with --from upstream: the flat apt repository of the release's minor (default: "
+                            "Kubernetes' package repository)")
+    build.add_argument("--upstream-registry", metavar="HOST[:PORT]",
+                       help="with --from upstream: take every image from this registry (same repository paths)")
+    build.add_argument("--plain-http", action="store_true",
+                       help="with --upstream-registry: it speaks HTTP (a stand-in or a proxy on a trusted network)")
+    show.add_argument("--verify", action="store_true", help="re-check every file's digest against the manifest")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rackform.mirror import MirrorError
+    from rackform.mirror.bundle import bundle_path, release_pins
+
+    pins = release_pins(args.root, args.site, args.kubernetes)  # BadInput: exit 2 before anything is built
+    bundle = bundle_path(pins.kubernetes, args.bundles)
+    try:
+        if args.mirror_command == "build":
+            return _build(args, pins, bundle)
+        return _show(args, bundle)
+    except MirrorError as error:
+        print(f"rackform mirror: {error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _build(args: argparse.Namespace, pins, bundle: Path) -> int:
+    from rackform.mirror import source, upstream
+    from rackform.model.source import BadInput, SourceError, Loc
+
+    if args.origin == "source" and (args.upstream_apt or args.upstream_registry):
+        raise BadInput([SourceError(Loc("<command line>", 0), "--upstream-apt/--upstream-registry",
+                                    "only with --from upstream")])
+    missing = source.pins_environment_check()
+    if args.origin == "source" and missing:
+        print(f"rackform mirror: a build from source needs {', '.join(missing)} on this machine (docs/mirror.md)",
+              file=sys.stderr)
+        return EXIT_FAILED
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    if args.origin == "source":
+        report = source.fill(pins, bundle, progress)
+    else:
+        report = upstream.fill(pins, bundle, upstream.Upstream.for_release(
+            pins, args.upstream_apt, args.upstream_registry, args.plain_http), progress)
+    _summary(report)
+    return EXIT_OK
+
+
+def _summary(report) -> None:
+    artifacts = report.manifest.artifacts
+    size_mib = sum(p.stat().st_size for p in report.bundle.rglob("*") if p.is_file()) / (1 << 20)
+    kinds = ", ".join(f"{sum(a.kind == kind for a in artifacts)} {kind}s" for kind in ("deb", "image")
+                      if any(a.kind == kind for a in artifacts))
+    if report.unchanged:
+        print(f"bundle {report.bundle}: unchanged (its inputs are the same): {kinds}, {size_mib:.0f} MiB")
+        return
+    built = f"built {', '.join(report.built)}" if report.built else "nothing built"
+    cached = f"; from the cache: {', '.join(report.cached)}" if report.cached else ""
+    print(f"bundle {report.bundle}: Kubernetes {report.manifest.kubernetes} from {report.manifest.filled_from}: "
+          f"{kinds}, {size_mib:.0f} MiB in {report.seconds:.0f} s ({built}{cached})")
+
+
+def _show(args: argparse.Namespace, bundle: Path) -> int:
+    from rackform.mirror.manifest import read, verify
+
+    manifest = read(bundle)
+    print(f"bundle {bundle}: Kubernetes {manifest.kubernetes}, filled from {manifest.filled_from}")
+    for artifact in manifest.artifacts:
+        print(f"  {artifact.kind:<5} {artifact.name:<28} {artifact.version:<24} {artifact.digest[:19]}  "
+              f"{artifact.source}")
+    if not args.verify:
+        return EXIT_OK
+    problems = verify(bundle, manifest)
+    for problem in problems:
+        print(f"  MISMATCH {problem}")
+    print(f"{len(manifest.artifacts)} artifacts, "
+          + ("every digest matches" if not problems else f"{len(problems)} do not match"))
+    return EXIT_FAILED if problems else EXIT_OK
