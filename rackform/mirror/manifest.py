@@ -57,8 +57,9 @@ class Manifest:
         return next((a for a in self.artifacts if a.kind == kind and a.name == name), None)
 
     def write(self, bundle: Path) -> Path:
+        self.artifacts.sort(key=_order)
         data = {"format": FORMAT, "kubernetes": self.kubernetes, "filled_from": self.filled_from,
-                "artifacts": [asdict(artifact) for artifact in sorted(self.artifacts, key=_order)]}
+                "artifacts": [asdict(artifact) for artifact in self.artifacts]}
         path = bundle / MANIFEST_FILE
         path.write_text(json.dumps(data, indent=1) + "\n")
         return path

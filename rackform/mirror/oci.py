@@ -38,10 +38,10 @@ def build(spec: ImageSpec, layout: Path) -> str:
     image = f"{layout}:{spec.tag}"
     run(["umoci", "init", "--layout", layout])
     run(["umoci", "new", "--image", image])
-    for tree in spec.layers:
+    for number, tree in enumerate(spec.layers, start=1):
         _fix_times(tree)
         run(["umoci", "insert", "--rootless", "--image", image, "--history.created", CREATED,
-             "--history.created_by", f"rackform mirror: {tree.name}", tree, "/"])
+             "--history.created_by", f"rackform mirror: {spec.name} layer {number}", tree, "/"])
     config = ["umoci", "config", "--image", image, "--created", CREATED, "--history.created", CREATED,
               "--os", "linux", "--architecture", "amd64", "--config.user", "0:0"]
     for word in spec.entrypoint:

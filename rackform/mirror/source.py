@@ -37,8 +37,10 @@ from rackform.paths import SOURCES_DIR
 Progress = Callable[[str], None]
 INPUTS_FILE = ".inputs"
 
-NETFILTER_TOOLS = ("iptables", "ipset", "nftables")
-"""Debian packages unpacked into the kube-proxy and kube-router images."""
+NETFILTER_TOOLS = ("iptables", "ipset", "nftables", "iproute2", "busybox-static")
+"""Debian packages unpacked into the kube-proxy and kube-router images: the netfilter tools they
+call, `ip`, and busybox for the shell and the few commands (sh, cp, mv) an init container runs."""
+BUSYBOX_COMMANDS = ("sh", "cp", "mv", "cat", "ls", "mkdir", "rm")
 NODE_PACKAGES = ("conntrack", "ebtables", "ethtool", "iproute2", "iptables", "socat", "keepalived")
 """Debian packages nodes install from the mirror: the kubelet's dependencies and the VIP's keepalived."""
 KUBELET_DEPENDS = ("conntrack", "ebtables", "ethtool", "iproute2", "iptables (>= 1.4.21)", "mount", "socat",
@@ -239,11 +241,16 @@ def _binary_tree(root: Path, files: dict[str, Path]) -> Path:
 
 
 def _netfilter_root(work: Path) -> Path:
-    """Debian's nft, iptables and ipset unpacked, with the symlinks their postinst would make
-    (iptables -> the nf_tables backend, as Debian's default alternative)."""
+    """Debian's nft, iptables, ipset, ip and busybox unpacked, with the symlinks their postinst
+    would make (iptables -> the nf_tables backend, as Debian's default alternative; sh -> busybox)."""
     root = debian.unpack(debian.download(debian.closure(NETFILTER_TOOLS, skip_required=False)),
                          work / "netfilter-root")
     sbin = root / "usr/sbin"
+    for command in BUSYBOX_COMMANDS:
+        link = root / "bin" / command
+        if not link.exists() and not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to("busybox")
     for family in ("iptables", "ip6tables"):
         for suffix in ("", "-save", "-restore"):
             link = sbin / f"{family}{suffix}"
