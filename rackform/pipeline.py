@@ -51,13 +51,29 @@ def load_and_check(site_name: str, root: Path = Path(".")) -> tuple[Site, list[F
     """Load a site and run every preflight check.
 
     Raises BadInput for files that cannot be read as a design, DesignRejected when
-    a check reports an error; returns the site and its warnings otherwise.
+    a check reports an error (the design's, then those of its rendered files:
+    `rendered_findings`); returns the site and its warnings otherwise.
     """
     site = load_site(site_name, root)
     findings = run_checks(site)
+    if not any(finding.severity == "error" for finding in findings):
+        findings.extend(rendered_findings(site))
     if any(finding.severity == "error" for finding in findings):
         raise DesignRejected(findings)
     return site, findings
+
+
+def rendered_findings(site: Site) -> list[Finding]:
+    """Checks of what the site renders to, in memory (nothing is written): an air-gapped site's
+    project names no upstream address (rackform.checks.airgap). Run once the design checks pass."""
+    from rackform.checks.airgap import upstream_findings
+    from rackform.k8s.site_mirror import air_gapped
+
+    if not air_gapped(site):
+        return []
+    from rackform.render.project import render_files
+
+    return upstream_findings(site, render_files(site))
 
 
 def build_dir(root: Path, site_name: str) -> Path:

@@ -18,7 +18,7 @@ HELP = "Upgrade the site's Kubernetes (one minor at a time, as the version matri
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("site", metavar="SITE", help="site name (topologies/sites/SITE.yaml)")
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root (default: .)")
-    parser.add_argument("--to", required=True, metavar="VERSION", help="Kubernetes version, e.g. 1.31.5")
+    parser.add_argument("--to", required=True, metavar="VERSION", help="Kubernetes version, e.g. 1.36.3")
     parser.add_argument("--dry-run", action="store_true", help="check the step and show the diff; change nothing")
     parser.add_argument("--private-key", type=Path, metavar="PATH", help="SSH key (default as for deploy)")
 

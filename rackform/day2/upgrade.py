@@ -1,7 +1,8 @@
 """`rackform upgrade SITE --to VERSION`: is the step allowed, and what else must change if not.
 
 kubeadm upgrades one minor at a time and never down; every component the site installs
-must support the target minor (topologies/versions.yaml). A refusal lists each conflict
+must support the target minor (topologies/versions.yaml), and a site with a mirror can only
+go to a release the mirror carries (kubernetes.carried). A refusal lists each conflict
 and, per component, the matrix's releases that would support the target.
 """
 
@@ -19,7 +20,7 @@ VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
 def parse(version: str) -> tuple[int, int]:
     match = VERSION.match(version)
     if not match:
-        raise refuse(None, "--to", f"{version!r} is not a Kubernetes version like 1.31.4")
+        raise refuse(None, "--to", f"{version!r} is not a Kubernetes version like 1.36.3")
     return int(match[1]), int(match[2])
 
 
@@ -43,9 +44,14 @@ def check_step(site: Site, root, target: str) -> list[str]:
     design = load_platform(site)
     chosen = matrix.chosen(design.versions)
     found = list(conflicts(matrix, target, chosen))
+    errors = []
+    if site.mirror is not None and target not in matrix.carried:
+        carried = ", ".join(matrix.carried) or "none"
+        errors.append(SourceError(matrix.carried_loc, "kubernetes.version",
+                                  f"{target} is not a release the site mirror carries (it carries {carried}): add it "
+                                  f"to kubernetes.carried and build its bundle (rackform mirror build) first"))
     if found:
         minor = kubernetes_minor(target)
-        errors = []
         for conflict in found:
             component = matrix.components.get(conflict.component)
             fitting = [name for name, release in (component.releases.items() if component else [])
@@ -54,5 +60,6 @@ def check_step(site: Site, root, target: str) -> list[str]:
                    else f"; the matrix has no {conflict.component} release for {minor}: add one (with its source) first")
             errors.append(SourceError(conflict.matrix_loc, f"platform.versions.{conflict.component}",
                                       f"{conflict.message}{fix}"))
+    if errors:
         raise BadInput(errors)
     return [f"{current} -> {target}"]

@@ -1,13 +1,23 @@
 """The cluster network, applied by the kubeadm role right after `kubeadm init`.
 
-Calico (site.kubernetes.cni) through the tigera-operator: the operator's own
-manifest comes from the site's mirror at the pinned release; what rackform renders
-is the `Installation` that gives Calico the site's pod prefix. Multus (thin plugin)
-attaches the secondary RDMA networks: one NetworkAttachmentDefinition per fabric
-port of the GPU blocks, a macvlan on that port (rackform/k8s/rdma.py, which the
+site.kubernetes.cni picks the pod network:
+
+- kube-router: a DaemonSet on every node that routes the pod prefix between the nodes
+  (each node's podCIDR, allocated by the controller manager) and enforces NetworkPolicy
+  with iptables and ipsets; kube-proxy stays. Its CNI configuration (bridge, host-local,
+  portmap: the plugins of the kubernetes-cni package) is a ConfigMap its init container
+  copies into /etc/cni/net.d with `cp` (the image needs one). The image is the carried
+  release's (topologies/versions.yaml, kubernetes.carried).
+- calico: the tigera-operator, whose own manifest comes from the site's mirror at the
+  pinned release; what rackform renders is the `Installation` that gives Calico the site's
+  pod prefix.
+
+Multus (thin plugin) attaches the secondary RDMA networks: one NetworkAttachmentDefinition
+per fabric port of the GPU blocks, a macvlan on that port (rackform/k8s/rdma.py, which the
 platform's tenant namespaces share).
 
-Versions come from topologies/versions.yaml (components calico, multus). The
+Every image is named in the site mirror's registry when the site has one
+(rackform.k8s.site_mirror.image). Versions come from topologies/versions.yaml. The
 manifests land in group_vars `k8s_cluster/cni.yml` as `kube_cni_manifests`
 (file name -> list of objects), so the kubernetes stage's digest covers them.
 """
@@ -17,14 +27,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import json
+
 from rackform.k8s.manifests import Manifest
 from rackform.k8s.rdma import NAD_GROUP, nad_crd, rdma_attachments
+from rackform.k8s.site_mirror import image
 from rackform.k8s.versions import Matrix, load_matrix
 from rackform.model.site import Site
 
 MULTUS_NAMESPACE = "kube-system"
-MULTUS_IMAGE = "k8snetworkplumbingwg/multus-cni"
-"""Image path without a registry: the site's mirror is prepended (kubeadm_image_registry)."""
+MULTUS_IMAGE = "multus-cni"
+"""The image's name in the site mirror's registry."""
+MULTUS_PUBLISHED = "k8snetworkplumbingwg/multus-cni"
+"""Its published name, for a site without a mirror."""
+KUBE_ROUTER_NAMESPACE = "kube-system"
+KUBE_ROUTER_IMAGE = "kube-router"
+KUBE_ROUTER_PUBLISHED = "cloudnativelabs/kube-router"
+KUBE_ROUTER_DEFAULT_TAG = "v2.1.0"
+"""The tag when the site's release is not one the mirror carries (checks refuse that on a mirror site)."""
+KUBE_ROUTER_CNI_FILE = "/etc/cni/net.d/10-kuberouter.conflist"
+KUBE_ROUTER_BRIDGE = "kube-bridge"
+KUBE_ROUTER_HEALTH_PORT = 20244
 CALICO_BLOCK_SIZE = 26
 """Addresses per node block of the pod prefix (Calico's default /26)."""
 
@@ -113,7 +136,116 @@ def _multus_daemonset(image: str) -> Manifest:
 
 
 def multus_manifests(site: Site, version: str) -> list[Manifest]:
-    return [nad_crd(), *_multus_rbac(), _multus_daemonset(f"{MULTUS_IMAGE}:{version}")]
+    return [nad_crd(), *_multus_rbac(), _multus_daemonset(image(site, MULTUS_IMAGE, version, MULTUS_PUBLISHED))]
+
+
+# ------------------------------------------------------------------ kube-router
+
+
+def kube_router_tag(site: Site, matrix: Matrix) -> str:
+    """The kube-router image tag the site's carried release pins."""
+    carried = matrix.carried.get(site.kubernetes.version)
+    pinned = carried.images.get(KUBE_ROUTER_IMAGE) if carried is not None else None
+    return pinned.version if pinned is not None else KUBE_ROUTER_DEFAULT_TAG
+
+
+def _kube_router_cni_conf() -> str:
+    """The CNI chain kube-router fills in: a bridge with host-local addresses from the node's podCIDR."""
+    conf = {
+        "cniVersion": "0.3.1", "name": "kube-router",
+        "plugins": [
+            {"name": "kubernetes", "type": "bridge", "bridge": KUBE_ROUTER_BRIDGE, "isDefaultGateway": True,
+             "hairpinMode": True, "ipam": {"type": "host-local"}},
+            {"type": "portmap", "capabilities": {"portMappings": True, "snat": True}},
+        ],
+    }
+    # One key a line (indent=0): the rendered YAML shows it as a block.
+    return json.dumps(conf, indent=0, sort_keys=True) + "\n"
+
+
+def _kube_router_rbac() -> list[Manifest]:
+    read = ["get", "list", "watch"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kube-router", KUBE_ROUTER_NAMESPACE)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta("kube-router"),
+         "rules": [
+             {"apiGroups": [""], "resources": ["namespaces", "pods", "services", "nodes", "endpoints"], "verbs": read},
+             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": read},
+             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+             {"apiGroups": [""], "resources": ["services/status"], "verbs": ["update"]},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta("kube-router"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kube-router"},
+         "subjects": [{"kind": "ServiceAccount", "name": "kube-router", "namespace": KUBE_ROUTER_NAMESPACE}]},
+    ]
+
+
+def _kube_router_daemonset(reference: str) -> Manifest:
+    labels = {"k8s-app": "kube-router", "tier": "node"}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta("kube-router", KUBE_ROUTER_NAMESPACE),
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "hostNetwork": True, "priorityClassName": "system-node-critical",
+                    "serviceAccountName": "kube-router",
+                    "tolerations": [{"operator": "Exists", "effect": "NoSchedule"},
+                                    {"operator": "Exists", "effect": "NoExecute"},
+                                    {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                    "initContainers": [{
+                        # The chain without the node's subnet: kube-router adds its podCIDR when it starts.
+                        "name": "install-cni", "image": reference,
+                        "command": ["cp", "/etc/kube-router/cni-conf.json", KUBE_ROUTER_CNI_FILE],
+                        "volumeMounts": [{"name": "cni-conf-dir", "mountPath": "/etc/cni/net.d"},
+                                         {"name": "kube-router-cfg", "mountPath": "/etc/kube-router"}],
+                    }],
+                    "containers": [{
+                        "name": "kube-router", "image": reference,
+                        # Routes and NetworkPolicy; services stay kube-proxy's.
+                        "args": ["--run-router", "--run-firewall", "--run-service-proxy=false",
+                                 "--kubeconfig=/var/lib/kube-router/kubeconfig"],
+                        "env": [
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "KUBE_ROUTER_CNI_CONF_FILE", "value": KUBE_ROUTER_CNI_FILE},
+                        ],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": KUBE_ROUTER_HEALTH_PORT},
+                                          "initialDelaySeconds": 10, "periodSeconds": 3},
+                        "resources": {"requests": {"cpu": "250m", "memory": "250Mi"}},
+                        "securityContext": {"privileged": True},
+                        "volumeMounts": [
+                            {"name": "lib-modules", "mountPath": "/lib/modules", "readOnly": True},
+                            {"name": "cni-conf-dir", "mountPath": "/etc/cni/net.d"},
+                            {"name": "kubeconfig", "mountPath": "/var/lib/kube-router", "readOnly": True},
+                            {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "lib-modules", "hostPath": {"path": "/lib/modules"}},
+                        {"name": "cni-conf-dir", "hostPath": {"path": "/etc/cni/net.d"}},
+                        {"name": "kube-router-cfg", "configMap": {"name": "kube-router-cfg"}},
+                        # kubeadm's kube-proxy kubeconfig: the API through the control-plane
+                        # endpoint, not through the service address kube-router's routes carry.
+                        {"name": "kubeconfig", "configMap": {"name": "kube-proxy",
+                                                             "items": [{"key": "kubeconfig.conf", "path": "kubeconfig"}]}},
+                        {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def kube_router_manifests(site: Site, matrix: Matrix) -> list[Manifest]:
+    """kube-router's RBAC, CNI configuration and DaemonSet."""
+    reference = image(site, KUBE_ROUTER_IMAGE, kube_router_tag(site, matrix), KUBE_ROUTER_PUBLISHED)
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kube-router-cfg", KUBE_ROUTER_NAMESPACE),
+              "data": {"cni-conf.json": _kube_router_cni_conf()}}
+    return [*_kube_router_rbac(), config, _kube_router_daemonset(reference)]
 
 
 # ------------------------------------------------------------------ everything
@@ -122,6 +254,8 @@ def multus_manifests(site: Site, version: str) -> list[Manifest]:
 def cni_manifests(site: Site, matrix: Matrix) -> dict[str, list[Manifest]]:
     """File name -> objects, in the order the kubeadm role applies them (CRDs before their objects)."""
     files: dict[str, list[Manifest]] = {}
+    if site.kubernetes.cni == "kube-router":
+        files["kube-router.yaml"] = kube_router_manifests(site, matrix)
     if site.kubernetes.cni == "calico":
         files["calico.yaml"] = calico_manifests(site)
     files["multus.yaml"] = multus_manifests(site, matrix.components["multus"].default)
@@ -141,9 +275,12 @@ def cni_group_vars(site: Site) -> dict[str, Any]:
     if site.kubernetes is None:
         return {}
     matrix = load_matrix(matrix_root(site))
-    return {
+    values = {
         # Kubespray's names for the pinned releases.
         "calico_version": matrix.components["calico"].default,
         "multus_version": matrix.components["multus"].default,
         "kube_cni_manifests": cni_manifests(site, matrix),
     }
+    if site.kubernetes.cni == "kube-router":
+        values["kube_router_version"] = kube_router_tag(site, matrix)
+    return values

@@ -1,13 +1,22 @@
-"""kubeadm's configuration types, v1beta4 (kubeadm 1.31+), as pydantic models.
+"""kubeadm's configuration types, v1beta4 (kubeadm 1.31+) and v1beta3 (1.22-1.30), as pydantic models.
 
-A faithful model of the documented API (kubeadm.k8s.io/v1beta4: InitConfiguration,
+A faithful model of the API (kubeadm.k8s.io/v1beta4 and v1beta3: InitConfiguration,
 ClusterConfiguration, JoinConfiguration; kubelet.config.k8s.io/v1beta1:
 KubeletConfiguration) so the files rackform renders are checked offline, where no
 kubeadm binary exists: unknown or misspelt fields are refused (extra=forbid), as
 kubeadm's strict decoding refuses them, and values have the documented types and
 enumerations. Field names are the API's camelCase names.
 
-`validate_documents(text)` checks a multi-document YAML file as kubeadm reads it.
+Which version a site's files are written in follows its Kubernetes release
+(`config_api_version`, the one place that decides): kubeadm 1.31 introduced v1beta4 and
+reads v1beta3 only for compatibility; kubeadm 1.30 and older cannot read v1beta4. What
+differs between the two, as kubeadm v1.36.3's cmd/kubeadm/app/apis/kubeadm/v1beta3 and
+v1beta4 types show: v1beta3's extraArgs and kubeletExtraArgs are maps (v1beta4: lists of
+{name, value}); v1beta3 has no extraEnvVars, timeouts, dryRun, imagePullSerial,
+dns.disabled, proxy, encryptionAlgorithm or certificate validity periods; its control-plane
+wait is apiServer.timeoutForControlPlane and its discovery wait discovery.timeout.
+
+`validate_documents(text, api_version)` checks a multi-document YAML file as kubeadm reads it.
 """
 
 from __future__ import annotations
@@ -20,6 +29,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
+KUBEADM_API_V1BETA3 = "kubeadm.k8s.io/v1beta3"
+KUBEADM_APIS = (KUBEADM_API_V1BETA3, KUBEADM_API)
+V1BETA4_SINCE = (1, 31)
+"""The first Kubernetes minor whose kubeadm reads (and writes) v1beta4."""
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 
@@ -30,6 +43,13 @@ _TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _CA_CERT_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _VERSION = re.compile(r"^(v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?|stable(-\d+(\.\d+)?)?|latest(-\d+(\.\d+)?)?)$")
 _CERTIFICATE_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+def config_api_version(kubernetes_version: str) -> str:
+    """The kubeadm config apiVersion a site at this Kubernetes release is written in:
+    v1beta4 from 1.31 on, v1beta3 before (read by kubeadm 1.22 to 1.30, and later ones)."""
+    major, minor = (int(part) for part in kubernetes_version.lstrip("v").split(".")[:2])
+    return KUBEADM_API if (major, minor) >= V1BETA4_SINCE else KUBEADM_API_V1BETA3
 
 
 def _duration(value: str) -> str:
@@ -73,15 +93,22 @@ class Taint(_Strict):
     timeAdded: str | None = None
 
 
-class NodeRegistrationOptions(_Strict):
+class _NodeRegistration(_Strict):
     name: str | None = None
     criSocket: str | None = None
     # null or absent: kubeadm taints control-plane nodes; [] means no taints.
     taints: list[Taint] | None = None
-    kubeletExtraArgs: list[Arg] | None = None
     ignorePreflightErrors: list[str] | None = None
     imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = None
+
+
+class NodeRegistrationOptions(_NodeRegistration):
+    kubeletExtraArgs: list[Arg] | None = None
     imagePullSerial: bool | None = None
+
+
+class NodeRegistrationOptionsV1beta3(_NodeRegistration):
+    kubeletExtraArgs: dict[str, str] | None = None
 
 
 class APIEndpoint(_Strict):
@@ -140,16 +167,17 @@ class _Typed(_Strict):
     apiVersion: Literal["kubeadm.k8s.io/v1beta4"]
 
 
-class InitConfiguration(_Typed):
+class _TypedV1beta3(_Strict):
+    apiVersion: Literal["kubeadm.k8s.io/v1beta3"]
+
+
+class _InitCommon(_Strict):
     kind: Literal["InitConfiguration"]
     bootstrapTokens: list[BootstrapToken] | None = None
-    dryRun: bool | None = None
-    nodeRegistration: NodeRegistrationOptions | None = None
     localAPIEndpoint: APIEndpoint | None = None
     certificateKey: str | None = None
     skipPhases: list[str] | None = None
     patches: Patches | None = None
-    timeouts: Timeouts | None = None
 
     @field_validator("certificateKey")
     @classmethod
@@ -159,34 +187,71 @@ class InitConfiguration(_Typed):
         return value
 
 
+class InitConfiguration(_InitCommon, _Typed):
+    dryRun: bool | None = None
+    nodeRegistration: NodeRegistrationOptions | None = None
+    timeouts: Timeouts | None = None
+
+
+class InitConfigurationV1beta3(_InitCommon, _TypedV1beta3):
+    nodeRegistration: NodeRegistrationOptionsV1beta3 | None = None
+
+
 class ControlPlaneComponent(_Strict):
     extraArgs: list[Arg] | None = None
     extraVolumes: list[HostPathMount] | None = None
     extraEnvVars: list[EnvVar] | None = None
 
 
+class ControlPlaneComponentV1beta3(_Strict):
+    extraArgs: dict[str, str] | None = None
+    extraVolumes: list[HostPathMount] | None = None
+
+
 class APIServer(ControlPlaneComponent):
     certSANs: list[str] | None = None
 
 
-class DNS(_Strict):
+class APIServerV1beta3(ControlPlaneComponentV1beta3):
+    certSANs: list[str] | None = None
+    timeoutForControlPlane: str | None = None
+
+    @field_validator("timeoutForControlPlane")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        return value if value is None else _duration(value)
+
+
+class _ImageMeta(_Strict):
     imageRepository: str | None = None
     imageTag: str | None = None
+
+
+class DNS(_ImageMeta):
     disabled: bool | None = None
+
+
+class DNSV1beta3(_ImageMeta):
+    pass
 
 
 class Proxy(_Strict):
     disabled: bool | None = None
 
 
-class LocalEtcd(_Strict):
-    imageRepository: str | None = None
-    imageTag: str | None = None
+class _LocalEtcdCommon(_ImageMeta):
     dataDir: str | None = None
-    extraArgs: list[Arg] | None = None
-    extraEnvVars: list[EnvVar] | None = None
     serverCertSANs: list[str] | None = None
     peerCertSANs: list[str] | None = None
+
+
+class LocalEtcd(_LocalEtcdCommon):
+    extraArgs: list[Arg] | None = None
+    extraEnvVars: list[EnvVar] | None = None
+
+
+class LocalEtcdV1beta3(_LocalEtcdCommon):
+    extraArgs: dict[str, str] | None = None
 
 
 class ExternalEtcd(_Strict):
@@ -196,15 +261,22 @@ class ExternalEtcd(_Strict):
     keyFile: str
 
 
-class Etcd(_Strict):
-    local: LocalEtcd | None = None
+class _EtcdCommon(_Strict):
     external: ExternalEtcd | None = None
 
     @model_validator(mode="after")
-    def _one_kind(self) -> Etcd:
-        if self.local is not None and self.external is not None:
+    def _one_kind(self) -> _EtcdCommon:
+        if getattr(self, "local", None) is not None and self.external is not None:
             raise ValueError("local and external are mutually exclusive")
         return self
+
+
+class Etcd(_EtcdCommon):
+    local: LocalEtcd | None = None
+
+
+class EtcdV1beta3(_EtcdCommon):
+    local: LocalEtcdV1beta3 | None = None
 
 
 class Networking(_Strict):
@@ -221,30 +293,21 @@ class Networking(_Strict):
         return value
 
 
-class ClusterConfiguration(_Typed):
+class _ClusterCommon(_Strict):
     kind: Literal["ClusterConfiguration"]
-    etcd: Etcd | None = None
     networking: Networking | None = None
     kubernetesVersion: str | None = None
     controlPlaneEndpoint: str | None = None
-    apiServer: APIServer | None = None
-    controllerManager: ControlPlaneComponent | None = None
-    scheduler: ControlPlaneComponent | None = None
-    dns: DNS | None = None
-    proxy: Proxy | None = None
     certificatesDir: str | None = None
     imageRepository: str | None = None
     featureGates: dict[str, bool] | None = None
     clusterName: str | None = None
-    encryptionAlgorithm: Literal["RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256", "ECDSA-P384"] | None = None
-    certificateValidityPeriod: str | None = None
-    caCertificateValidityPeriod: str | None = None
 
     @field_validator("kubernetesVersion")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
         if value is not None and not _VERSION.match(value):
-            raise ValueError(f"{value!r} is not a Kubernetes version (v1.31.4, stable-1.31, latest)")
+            raise ValueError(f"{value!r} is not a Kubernetes version (v1.36.3, stable-1.36, latest)")
         return value
 
     @field_validator("controlPlaneEndpoint")
@@ -258,10 +321,31 @@ class ClusterConfiguration(_Typed):
                 raise ValueError(f"{value!r}: a host name or address is needed before the port")
         return value
 
+
+
+class ClusterConfiguration(_ClusterCommon, _Typed):
+    etcd: Etcd | None = None
+    apiServer: APIServer | None = None
+    controllerManager: ControlPlaneComponent | None = None
+    scheduler: ControlPlaneComponent | None = None
+    dns: DNS | None = None
+    proxy: Proxy | None = None
+    encryptionAlgorithm: Literal["RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256", "ECDSA-P384"] | None = None
+    certificateValidityPeriod: str | None = None
+    caCertificateValidityPeriod: str | None = None
+
     @field_validator("certificateValidityPeriod", "caCertificateValidityPeriod")
     @classmethod
     def _periods(cls, value: str | None) -> str | None:
         return value if value is None else _duration(value)
+
+
+class ClusterConfigurationV1beta3(_ClusterCommon, _TypedV1beta3):
+    etcd: EtcdV1beta3 | None = None
+    apiServer: APIServerV1beta3 | None = None
+    controllerManager: ControlPlaneComponentV1beta3 | None = None
+    scheduler: ControlPlaneComponentV1beta3 | None = None
+    dns: DNSV1beta3 | None = None
 
 
 class BootstrapTokenDiscovery(_Strict):
@@ -295,21 +379,39 @@ class Discovery(_Strict):
         return self
 
 
+class DiscoveryV1beta3(Discovery):
+    timeout: str | None = None
+    """v1beta4 moved it to JoinConfiguration.timeouts.discovery."""
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        return value if value is None else _duration(value)
+
+
 class JoinControlPlane(_Strict):
     localAPIEndpoint: APIEndpoint | None = None
     certificateKey: str | None = None
 
 
-class JoinConfiguration(_Typed):
+class _JoinCommon(_Strict):
     kind: Literal["JoinConfiguration"]
-    dryRun: bool | None = None
-    nodeRegistration: NodeRegistrationOptions | None = None
     caCertPath: str | None = None
-    discovery: Discovery
     controlPlane: JoinControlPlane | None = None
     skipPhases: list[str] | None = None
     patches: Patches | None = None
+
+
+class JoinConfiguration(_JoinCommon, _Typed):
+    dryRun: bool | None = None
+    nodeRegistration: NodeRegistrationOptions | None = None
+    discovery: Discovery
     timeouts: Timeouts | None = None
+
+
+class JoinConfigurationV1beta3(_JoinCommon, _TypedV1beta3):
+    nodeRegistration: NodeRegistrationOptionsV1beta3 | None = None
+    discovery: DiscoveryV1beta3
 
 
 class KubeletConfiguration(_Strict):
@@ -461,7 +563,13 @@ KubeadmDocument = Annotated[
     InitConfiguration | ClusterConfiguration | JoinConfiguration | KubeletConfiguration | KubeProxyConfiguration,
     Field(discriminator="kind"),
 ]
+KubeadmDocumentV1beta3 = Annotated[
+    InitConfigurationV1beta3 | ClusterConfigurationV1beta3 | JoinConfigurationV1beta3 | KubeletConfiguration
+    | KubeProxyConfiguration,
+    Field(discriminator="kind"),
+]
 _DOCUMENT = TypeAdapter(KubeadmDocument)
+_DOCUMENT_V1BETA3 = TypeAdapter(KubeadmDocumentV1beta3)
 # One kind per file at most (kubeadm refuses duplicates); Init and Join never together.
 _EXCLUSIVE_KINDS = {"InitConfiguration", "JoinConfiguration"}
 
@@ -471,8 +579,10 @@ class KubeadmConfigError(ValueError):
 
 
 def validate_document(document: dict) -> BaseModel:
+    """One document, by its kind and (kubeadm's own kinds) its apiVersion: v1beta3 or v1beta4."""
+    v1beta3 = isinstance(document, dict) and document.get("apiVersion") == KUBEADM_API_V1BETA3
     try:
-        return _DOCUMENT.validate_python(document)
+        return (_DOCUMENT_V1BETA3 if v1beta3 else _DOCUMENT).validate_python(document)
     except ValidationError as error:
         kind = document.get("kind", "?") if isinstance(document, dict) else "?"
         problems = "; ".join(
@@ -482,12 +592,22 @@ def validate_document(document: dict) -> BaseModel:
         raise KubeadmConfigError(f"{kind}: {problems}") from None
 
 
-def validate_documents(text: str) -> list[BaseModel]:
-    """Every document of a kubeadm `--config` file, validated; raises KubeadmConfigError."""
+def validate_documents(text: str, api_version: str | None = None) -> list[BaseModel]:
+    """Every document of a kubeadm `--config` file, validated; raises KubeadmConfigError.
+
+    api_version: the kubeadm.k8s.io version the file must be written in (`config_api_version`
+    of the site's release); None accepts either, one for the whole file."""
     documents = [document for document in yaml.safe_load_all(text) if document is not None]
     if not documents:
         raise KubeadmConfigError("no configuration documents")
     models = [validate_document(document) for document in documents]
+    kubeadm_versions = sorted({document["apiVersion"] for document in documents
+                               if str(document.get("apiVersion", "")).startswith("kubeadm.k8s.io/")})
+    if len(kubeadm_versions) > 1:
+        raise KubeadmConfigError(f"the file mixes {' and '.join(kubeadm_versions)}: write every kubeadm document in one")
+    if api_version is not None and kubeadm_versions and kubeadm_versions != [api_version]:
+        raise KubeadmConfigError(f"written in {kubeadm_versions[0]}, but this Kubernetes release's kubeadm "
+                                 f"needs {api_version}")
     kinds = [document["kind"] for document in documents]
     repeated = sorted({kind for kind in kinds if kinds.count(kind) > 1})
     if repeated:

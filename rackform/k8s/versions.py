@@ -1,5 +1,5 @@
-"""The compatibility matrix (topologies/versions.yaml): pinned versions and the pairs
-that must not be combined.
+"""The compatibility matrix (topologies/versions.yaml): pinned versions, the pairs
+that must not be combined, and the Kubernetes releases a site mirror carries.
 
 `load_matrix` reads it with line numbers, so a refusal can name the line of the
 matrix entry as well as the site's line that chose the version.
@@ -7,13 +7,15 @@ matrix entry as well as the site's line that chose the version.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.model.source import LineDict, Loc, SourceError, display_path, load_yaml
 
 MATRIX_PATH = Path("topologies") / "versions.yaml"
+_RELEASE = re.compile(r"^1\.\d+\.\d+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,47 @@ class Incompatible:
     loc: Loc
 
 
+CONTROL_PLANE_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+"""Images built from the Kubernetes release itself, tagged v<release>."""
+KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
+"""Packages built from the Kubernetes release itself, at <release>."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pinned:
+    """One image tag or package version of a carried release, with where the fact comes from."""
+
+    name: str
+    version: str
+    source: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedRelease:
+    """A Kubernetes release the site mirror carries (`kubernetes.carried` in the matrix)."""
+
+    version: str
+    source: str
+    images: dict[str, Pinned]
+    """The images kubeadm and the CNI of this release need besides the control plane's own."""
+    packages: dict[str, Pinned]
+    """Packages besides kubeadm, kubelet and kubectl (kubernetes-cni)."""
+    loc: Loc
+
+    def image_tags(self) -> dict[str, str]:
+        """Every image of the release's bundle, name -> tag: the control plane at v<release>, then the pinned ones."""
+        tags = {name: f"v{self.version}" for name in CONTROL_PLANE_IMAGES}
+        tags.update({name: pinned.version for name, pinned in self.images.items()})
+        return tags
+
+    def package_versions(self) -> dict[str, str]:
+        """Every package of the release's bundle, name -> upstream version (no Debian revision)."""
+        versions = {name: self.version for name in KUBERNETES_PACKAGES}
+        versions.update({name: pinned.version for name, pinned in self.packages.items()})
+        return versions
+
+
 @dataclass(frozen=True, slots=True)
 class Matrix:
     kubernetes_default: str
@@ -49,6 +92,10 @@ class Matrix:
     incompatible: tuple[Incompatible, ...]
     kubernetes_default_loc: Loc = Loc(str(MATRIX_PATH), 0)
     """The line of `kubernetes.default`: the origin of a site's version when no file sets one."""
+    carried: dict[str, CarriedRelease] = field(default_factory=dict)
+    """Release -> what the site mirror's bundle of it holds, in the matrix's order."""
+    carried_loc: Loc = Loc(str(MATRIX_PATH), 0)
+    """The line of `kubernetes.carried`: the rule a site pinned to another release breaks."""
 
     def chosen(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Component -> release: the matrix default unless the site overrides it."""
@@ -65,7 +112,7 @@ class Conflict:
 
 
 def kubernetes_minor(version: str) -> str:
-    """'1.31.4' -> '1.31'."""
+    """'1.36.3' -> '1.36'."""
     return ".".join(version.split(".")[:2])
 
 
@@ -105,7 +152,9 @@ def load_matrix(root: Path | str = Path(".")) -> Matrix:
     kubernetes = _mapping(data, "kubernetes", shown)
     components = {name: _component(name, entry, shown) for name, entry in _mapping(data, "components", shown).items()}
     incompatible = tuple(_incompatible(entry, components, shown) for entry in data.get("incompatible") or [])
-    return Matrix(str(kubernetes.get("default", "")), components, incompatible, kubernetes.key_loc("default"))
+    carried = _carried(kubernetes, shown) if "carried" in kubernetes else {}
+    return Matrix(str(kubernetes.get("default", "")), components, incompatible, kubernetes.key_loc("default"),
+                  carried, kubernetes.key_loc("carried") if "carried" in kubernetes else kubernetes.loc)
 
 
 def _mapping(parent: LineDict, key: str, shown: str) -> LineDict:
@@ -143,3 +192,31 @@ def _incompatible(entry: LineDict, components: Mapping[str, Component], shown: s
             raise SourceError(pair.key_loc(name), f"incompatible.{name}", f"{version} is not a release in the matrix")
     return Incompatible({str(k): str(v) for k, v in pair.items()}, str(entry.get("reason", "")),
                         str(entry.get("source", "")), entry.loc)
+
+
+def _carried(kubernetes: LineDict, shown: str) -> dict[str, CarriedRelease]:
+    releases = _mapping(kubernetes, "carried", shown)
+    carried = {}
+    for version, entry in releases.items():
+        key = f"kubernetes.carried.{version}"
+        if not isinstance(version, str) or not _RELEASE.match(version):
+            raise SourceError(releases.key_loc(version), key, "expected a Kubernetes release such as \"1.36.3\" (quoted)")
+        if not isinstance(entry, LineDict) or not entry.get("source"):
+            raise SourceError(releases.key_loc(version), key, "expected a mapping with source, images, packages")
+        carried[version] = CarriedRelease(
+            version, str(entry["source"]), _pins(entry, "images", "tag", key, shown),
+            _pins(entry, "packages", "version", key, shown), releases.key_loc(version))
+    return carried
+
+
+def _pins(entry: LineDict, section: str, field_name: str, key: str, shown: str) -> dict[str, Pinned]:
+    if section not in entry:
+        return {}
+    pins = _mapping(entry, section, shown)
+    found = {}
+    for name, spec in pins.items():
+        where = f"{key}.{section}.{name}"
+        if not isinstance(spec, LineDict) or not spec.get(field_name) or not spec.get("source"):
+            raise SourceError(pins.key_loc(name), where, f"expected {{{field_name}: ..., source: ...}}")
+        found[str(name)] = Pinned(str(name), str(spec[field_name]), str(spec["source"]), pins.key_loc(name))
+    return found

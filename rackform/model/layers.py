@@ -33,7 +33,7 @@ PROFILES_DIR = Path("topologies") / "profiles"
 EXTENDS = "extends"
 SITE_ONLY_KEYS = ("site", "description", "racks", "networks", "cabling")
 """A site's own inventory of things: never shared, so a shared file that sets one is refused."""
-SHOWN_KEYS = ("site", "description", "power_basis", "fabric", "kubernetes", "provisioning")
+SHOWN_KEYS = ("site", "description", "power_basis", "fabric", "kubernetes", "mirror", "provisioning")
 """What `--show-origin` lists: every setting (racks, networks and cabling are the site's own)."""
 BUILT_IN = "built-in default"
 ORIGIN_COLUMN = 56
@@ -323,7 +323,10 @@ def origin_lines(site: Site) -> list[str]:
     """`fabric.switch.mtu = 9216  topologies/profiles/roce.yaml:13`, one line per effective setting
     of a loaded site (what `rackform validate SITE --show-origin` prints)."""
     sections = {"site": site.name, "description": site.description, "power_basis": site.power_basis,
-                "fabric": site.fabric, "kubernetes": site.kubernetes, "provisioning": site.provisioning}
+                "fabric": site.fabric, "kubernetes": site.kubernetes, "mirror": site.mirror,
+                "provisioning": site.provisioning}
+    if site.mirror is None:
+        del sections["mirror"]
     rows = effective_settings(sections, site.origins)
     width = min(max(len(f"{key} = {value}") for key, value, _ in rows), ORIGIN_COLUMN)
     return [f"{f'{key} = {value}':<{width}}  {origin}" for key, value, origin in rows]

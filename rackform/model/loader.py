@@ -306,6 +306,8 @@ def _load_site(site: str, root: Path) -> Site:
         user_inventory=user_inventory,
         provisioning=design.provisioning,
         origins=layers.origins(raw),
+        mirror=design.mirror,
+        mirror_loc=raw.key_loc("mirror") if design.mirror else None,
     )
 
 

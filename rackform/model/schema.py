@@ -13,7 +13,7 @@ import re
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
@@ -236,7 +236,27 @@ class Kubernetes(Strict):
     api_vip: IPv4Address | None = None
     pod_prefix: IPv4Network = IPv4Network("10.244.0.0/16")
     service_prefix: IPv4Network = IPv4Network("10.96.0.0/12")
-    cni: Literal["calico", "cilium", "flannel"] = "calico"
+    cni: Literal["kube-router", "calico", "cilium", "flannel"] = "calico"
+    """kube-router: routes between nodes and NetworkPolicy (rackform renders its DaemonSet);
+    calico: the tigera-operator from the site's mirror plus the Installation rackform renders."""
+
+
+class Mirror(Strict):
+    """The site mirror: apt repository, OCI registry and Helm charts served from one machine
+    of the site, which every node installs from (docs/site-format.md, "Site mirror")."""
+
+    host: Name | None = None
+    """The server of the site that serves it (its management address is the mirror's)."""
+    address: IPv4Address | None = None
+    """Instead of `host`: the address of a mirror machine the site design does not model."""
+    air_gapped: bool = True
+    """The rendered project names no upstream address; `rackform validate` refuses one that does."""
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "Mirror":
+        if (self.host is None) == (self.address is None):
+            raise ValueError("give the mirror's host (a server of the site) or its address, one of the two")
+        return self
 
 
 class BmcException(Strict):
@@ -283,6 +303,8 @@ class SiteFile(Strict):
     fabric: Fabric = Fabric()
     cabling: list[Cable] = []
     kubernetes: Kubernetes | None = None
+    mirror: Mirror | None = None
+    """Where every node gets its packages and images (a site without one reaches its own sources)."""
     provisioning: Provisioning = Provisioning()
 
 

@@ -17,6 +17,7 @@ from rackform.model.schema import (
     Fabric,
     GroupVarsAll,
     Kubernetes,
+    Mirror,
     Network,
     Provisioning,
     RoceOverrides,
@@ -169,6 +170,9 @@ class Site:
     provisioning: Provisioning = field(default_factory=Provisioning)
     origins: dict[str, Loc] = field(default_factory=dict)
     """`fabric.switch.mtu` -> the file and line that set it (site, profile or fleet defaults)."""
+    mirror: Mirror | None = None
+    mirror_loc: Loc | None = None
+    """The `mirror:` line that set the section (the site's or a shared file's)."""
 
     def origin(self, key: str, fallback: Loc) -> Loc:
         """Where the setting `key` was set; `fallback` for a built-in default."""

@@ -11,6 +11,8 @@ inventory's own group variables are carried unchanged in `<group>/inventory.yml`
 
 from __future__ import annotations
 
+from rackform.k8s.kubeadm import config_api_version
+from rackform.k8s.site_mirror import mirror_group_vars
 from rackform.model.site import Site
 
 from rackform.render.groups import managed_switches
@@ -32,6 +34,7 @@ CONCERN_TITLES = {
     ("all", "network"): "networks of the site (design: networks)",
     ("all", "ntp"): "time: NTP servers and timezone (inventory: group_vars/all.yml)",
     ("all", "fabric"): "RoCE intent both ends of a fabric link implement (design: fabric.roce)",
+    ("all", "mirror"): "the site mirror every node installs packages and images from (design: mirror)",
     ("k8s_cluster", "kubernetes"): "Kubernetes cluster settings (design: kubernetes)",
     ("servers", "fabric"): "host side of the lossless fabric (design: fabric.host)",
     ("fabric_switches", "fabric"): "switch side of the lossless fabric, leaves and spines (design: fabric.switch)",
@@ -115,6 +118,8 @@ def _kubernetes(site: Site) -> dict:
         "kube_pods_subnet": str(kube.pod_prefix),
         "kube_service_addresses": str(kube.service_prefix),
         "kube_network_plugin": kube.cni,
+        # kubeadm's config API for this release (v1beta3 before 1.31): the templates' apiVersion.
+        "kubeadm_config_api_version": config_api_version(kube.version),
     }
     if kube.api_vip is not None:
         values["kube_vip_address"] = str(kube.api_vip)
@@ -164,6 +169,9 @@ def build_group_vars(site: Site) -> ConcernFiles:
         "servers": {"fabric": _fabric_host(site)},
         "fabric_switches": {"fabric": _fabric_switch(site)},
     }
+    mirror = mirror_group_vars(site)
+    if mirror:
+        files["all"]["mirror"] = mirror
     switch_oses = {switch.os for switch in managed_switches(site)}
     if "cumulus" in switch_oses:
         files["cumulus"] = {"connection": dict(_CUMULUS_CONNECTION)}

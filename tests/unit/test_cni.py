@@ -1,5 +1,5 @@
-"""The cluster network (rackform/k8s/cni.py): Calico and Multus manifests rendered from
-the site design, validated offline. Built-in kinds (CRD, RBAC, DaemonSet ...) go through
+"""The cluster network (rackform/k8s/cni.py): kube-router, Calico and Multus manifests rendered
+from the site design, validated offline. Built-in kinds (CRD, RBAC, DaemonSet ...) go through
 kubernetes-validate --strict for the site's Kubernetes version; custom resources
 (Calico's Installation/APIServer, NetworkAttachmentDefinition) have no schema in
 kubernetes-validate and the repo holds no CRD schema for Calico, so they are checked
@@ -70,13 +70,58 @@ def test_calico_pool_is_the_site_pod_prefix():
 
 def test_cni_versions_come_from_the_matrix():
     cni = cni_group_vars(load_site("lab", REPO))
-    assert (cni["calico_version"], cni["multus_version"]) == ("v3.29.1", "v4.1.3")
+    assert (cni["calico_version"], cni["multus_version"], cni["kube_router_version"]) == ("v3.30.0", "v4.2.0", "v2.1.0")
 
 
-def test_multus_image_is_pinned_to_the_matrix_release():
+def daemonset_images(manifests: list[dict]) -> dict[str, list[str]]:
+    return {m["metadata"]["name"]: [c["image"] for key in ("initContainers", "containers")
+                                    for c in m["spec"]["template"]["spec"].get(key, [])]
+            for m in manifests if m["kind"] == "DaemonSet"}
+
+
+def test_every_image_comes_from_the_site_mirror_at_the_pinned_release():
     _, manifests = cni_of("lab")
-    daemonset = next(m for m in manifests if m["kind"] == "DaemonSet")
-    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v4.1.3")
+    assert daemonset_images(manifests) == {
+        "kube-router": ["10.10.0.11:5000/kube-router:v2.1.0"] * 2,
+        "kube-multus-ds": ["10.10.0.11:5000/multus-cni:v4.2.0"] * 2,
+    }
+
+
+def test_a_site_without_a_mirror_names_the_published_images(lab_files):
+    lab_files.edit_site("mirror:\n  host: mgmt-1\n", "")
+    manifests = [m for ms in cni_group_vars(lab_files.load())["kube_cni_manifests"].values() for m in ms]
+    assert daemonset_images(manifests) == {
+        "kube-router": ["cloudnativelabs/kube-router:v2.1.0"] * 2,
+        "kube-multus-ds": ["k8snetworkplumbingwg/multus-cni:v4.2.0"] * 2,
+    }
+
+
+def test_kube_router_routes_and_enforces_policy_but_leaves_services_to_kube_proxy():
+    _, manifests = cni_of("lab")
+    daemonset = next(m for m in manifests if m["kind"] == "DaemonSet" and m["metadata"]["name"] == "kube-router")
+    args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--run-router", "--run-firewall", "--run-service-proxy=false"} <= set(args)
+
+
+def test_kube_router_cni_chain_uses_the_kubernetes_cni_plugins():
+    _, manifests = cni_of("lab")
+    config = next(m for m in manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "kube-router-cfg")
+    chain = json.loads(config["data"]["cni-conf.json"])
+    assert [plugin["type"] for plugin in chain["plugins"]] == ["bridge", "portmap"]
+    assert chain["plugins"][0]["ipam"] == {"type": "host-local"}
+
+
+def test_kube_router_may_read_what_it_enforces():
+    _, manifests = cni_of("lab")
+    role = next(m for m in manifests if m["kind"] == "ClusterRole" and m["metadata"]["name"] == "kube-router")
+    assert {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+            "verbs": ["get", "list", "watch"]} in role["rules"]
+
+
+def test_calico_is_still_a_choice(lab_files):
+    lab_files.edit("topologies/profiles/kubernetes.yaml", "  cni: kube-router", "  cni: calico")
+    files = list(cni_group_vars(lab_files.load())["kube_cni_manifests"])
+    assert files == ["calico.yaml", "multus.yaml", "rdma-networks.yaml"]
 
 
 def test_one_rdma_attachment_per_gpu_fabric_port():
@@ -99,7 +144,7 @@ def test_crd_comes_before_the_attachments_that_need_it():
 
 def test_cni_manifests_are_rendered_into_the_cluster_group_vars():
     cni = yaml.safe_load(render_files(load_site("lab", REPO))["inventory/group_vars/k8s_cluster/cni.yml"])
-    assert list(cni["kube_cni_manifests"]) == ["calico.yaml", "multus.yaml", "rdma-networks.yaml"]
+    assert list(cni["kube_cni_manifests"]) == ["kube-router.yaml", "multus.yaml", "rdma-networks.yaml"]
 
 
 def test_kubeadm_role_applies_the_cni_after_init_on_the_first_node_only():

@@ -45,14 +45,26 @@ def test_hook_gets_the_hosts_facts(tmp_path, lab_site):
     assert maintain.run_hook(hook, lab_site, lab_site.hosts["gpu-2"]) == (False, "hook exit 1: gpu-2 10.10.1.16 dgx-h100")
 
 
-def test_upgrade_patch_step_is_allowed(lab_site, repo_root):
-    assert upgrade.check_step(lab_site, repo_root, "1.31.5") == ["1.31.4 -> 1.31.5"]
+PINNED_EARLIER = '  version: "1.36.1"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]'
+"""The lab pinned to the older release its mirror carries, the one before the default."""
+
+
+def test_upgrade_patch_step_is_allowed(lab_files):
+    lab_files.edit_site("  control_plane: [mgmt-1, mgmt-2, mgmt-3]", PINNED_EARLIER)
+    assert upgrade.check_step(lab_files.load(), lab_files.root, "1.36.3") == ["1.36.1 -> 1.36.3"]
+
+
+def test_upgrade_to_a_release_the_mirror_does_not_carry_is_refused(lab_site, repo_root):
+    with pytest.raises(BadInput, match=r"1\.36\.4 is not a release the site mirror carries \(it carries 1\.36\.3, "
+                                       r"1\.36\.1\)") as caught:
+        upgrade.check_step(lab_site, repo_root, "1.36.4")
+    assert [(e.loc.path, e.key) for e in caught.value.errors] == [("topologies/versions.yaml", "kubernetes.version")]
 
 
 @pytest.mark.parametrize("target, said", [
-    ("1.30.9", "1.30.9 is older than the site's 1.31.4: kubeadm does not downgrade a cluster"),
-    ("1.33.0", "skips a minor: kubeadm upgrades one minor at a time; go to 1.32.x first"),
-    ("2.0", "'2.0' is not a Kubernetes version like 1.31.4"),
+    ("1.36.1", "1.36.1 is older than the site's 1.36.3: kubeadm does not downgrade a cluster"),
+    ("1.38.0", "skips a minor: kubeadm upgrades one minor at a time; go to 1.37.x first"),
+    ("2.0", "'2.0' is not a Kubernetes version like 1.36.3"),
 ])
 def test_upgrade_step_refusals(lab_site, repo_root, target, said):
     with pytest.raises(BadInput, match=said.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
@@ -61,29 +73,34 @@ def test_upgrade_step_refusals(lab_site, repo_root, target, said):
 
 def test_upgrade_to_a_minor_the_platform_lacks_says_what_must_change(site_root, capsys):
     before = (site_root / "topologies/sites/lab.yaml").read_text()
-    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.32.0"]) == 2
+    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.37.0"]) == 2
     err = capsys.readouterr().err
-    assert ("topologies/versions.yaml:20: platform.versions.gpu_operator: gpu_operator v24.9.1 does not support "
-            "Kubernetes 1.32") in err
-    assert "the matrix has no gpu_operator release for 1.32: add one (with its source) first" in err
+    assert ("topologies/versions.yaml:45: platform.versions.gpu_operator: gpu_operator v25.3.0 does not support "
+            "Kubernetes 1.37") in err
+    assert "the matrix has no gpu_operator release for 1.37: add one (with its source) first" in err
     assert (site_root / "topologies/sites/lab.yaml").read_text() == before
 
 
 def test_upgrade_from_an_older_pinned_minor_one_step(lab_files):
+    # A site without a mirror (it reaches its own package sources) may go to any release.
+    lab_files.edit("topologies/sites/lab.yaml", "mirror:\n  host: mgmt-1\n", "")
     lab_files.edit("topologies/sites/lab.yaml", "  control_plane: [mgmt-1, mgmt-2, mgmt-3]",
-                   '  version: "1.29.3"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]')
+                   '  version: "1.35.2"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]')
     site = lab_files.load()
-    # 1.29 -> 1.30: calico v3.29.1 supports 1.30, everything else too: allowed.
-    assert upgrade.check_step(site, lab_files.root, "1.30.1") == ["1.29.3 -> 1.30.1"]
+    # 1.35 -> 1.36: every default release supports 1.36 too: allowed.
+    assert upgrade.check_step(site, lab_files.root, "1.36.3") == ["1.35.2 -> 1.36.3"]
 
 
 def test_upgrade_writes_the_version_quoted_in_place(site_root, capsys):
-    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.31.5"]) == 0
+    # The matrix's default at the older carried release: the site pins no version of its own.
+    matrix = site_root / "topologies/versions.yaml"
+    matrix.write_text(matrix.read_text().replace('  default: "1.36.3"', '  default: "1.36.1"'))
+    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.36.3"]) == 0
     out = capsys.readouterr().out
-    assert '+  version: "1.31.5"\n' in out
+    assert '+  version: "1.36.3"\n' in out
     assert "upgrade-cluster.yml not run: no kubeconfig for this site" in out
     text = (site_root / "topologies/sites/lab.yaml").read_text()
-    assert "kubernetes:  # version, pod and service prefixes" in text and '  version: "1.31.5"\n' in text
+    assert "kubernetes:  # version, pod and service prefixes" in text and '  version: "1.36.3"\n' in text
 
 
 def test_scale_refusals(site_root, capsys):

@@ -1,5 +1,5 @@
-"""rackform.k8s.kubeadm against kubeadm's documented v1beta4 examples, and the
-mistakes kubeadm's strict decoding refuses."""
+"""rackform.k8s.kubeadm against kubeadm's documented v1beta4 examples, the v1beta3 that
+kubeadm 1.30 and older read, and the mistakes kubeadm's strict decoding refuses."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rackform.k8s.kubeadm import (
     JoinConfiguration,
     KubeadmConfigError,
     KubeletConfiguration,
+    config_api_version,
     validate_document,
     validate_documents,
 )
@@ -55,9 +56,63 @@ def test_fields_kubeadm_refuses_are_refused(document, field):
         validate_document(document)
 
 
-def test_older_api_version_is_refused():
+def test_an_api_version_no_supported_kubeadm_reads_is_refused():
     with pytest.raises(KubeadmConfigError, match="apiVersion"):
-        validate_document({**CLUSTER, "apiVersion": "kubeadm.k8s.io/v1beta3"})
+        validate_document({**CLUSTER, "apiVersion": "kubeadm.k8s.io/v1beta2"})
+
+
+# ------------------------------------------------------------------ v1beta3 (kubeadm 1.22-1.30)
+
+CLUSTER3 = {**CLUSTER, "apiVersion": "kubeadm.k8s.io/v1beta3"}
+INIT3 = {**INIT, "apiVersion": "kubeadm.k8s.io/v1beta3"}
+JOIN3 = {**JOIN, "apiVersion": "kubeadm.k8s.io/v1beta3"}
+
+
+@pytest.mark.parametrize("version, api", [
+    ("1.30.9", "kubeadm.k8s.io/v1beta3"), ("1.22.0", "kubeadm.k8s.io/v1beta3"),
+    ("1.31.0", "kubeadm.k8s.io/v1beta4"), ("1.36.3", "kubeadm.k8s.io/v1beta4"), ("v1.40.1", "kubeadm.k8s.io/v1beta4"),
+])
+def test_the_config_api_follows_the_kubernetes_release(version, api):
+    assert config_api_version(version) == api
+
+
+def test_v1beta3_takes_argument_maps_and_its_own_timeouts():
+    cluster = validate_document({**CLUSTER3, "apiServer": {"extraArgs": {"authorization-mode": "Node,RBAC"},
+                                                           "timeoutForControlPlane": "4m0s"},
+                                 "etcd": {"local": {"extraArgs": {"quota-backend-bytes": "8589934592"}}}})
+    init = validate_document({**INIT3, "nodeRegistration": {"kubeletExtraArgs": {"node-ip": "10.0.0.11"}}})
+    join = validate_document({**JOIN3, "discovery": {**TOKEN_DISCOVERY, "timeout": "5m0s"}})
+    assert (cluster.apiServer.extraArgs, init.nodeRegistration.kubeletExtraArgs, join.discovery.timeout) == (
+        {"authorization-mode": "Node,RBAC"}, {"node-ip": "10.0.0.11"}, "5m0s")
+
+
+@pytest.mark.parametrize("document, field", [
+    ({**CLUSTER3, "apiServer": {"extraArgs": [{"name": "v", "value": "5"}]}}, "extraArgs"),
+    ({**INIT3, "nodeRegistration": {"kubeletExtraArgs": [{"name": "v", "value": "5"}]}}, "kubeletExtraArgs"),
+    ({**INIT3, "timeouts": {"discovery": "5m0s"}}, "timeouts"),
+    ({**INIT3, "dryRun": True}, "dryRun"),
+    ({**CLUSTER3, "proxy": {"disabled": True}}, "proxy"),
+    ({**CLUSTER3, "encryptionAlgorithm": "ECDSA-P256"}, "encryptionAlgorithm"),
+    ({**CLUSTER3, "dns": {"disabled": True}}, "disabled"),
+    ({**CLUSTER3, "apiServer": {"extraEnvVars": [{"name": "A", "value": "1"}]}}, "extraEnvVars"),
+    ({**INIT3, "nodeRegistration": {"imagePullSerial": True}}, "imagePullSerial"),
+], ids=["arg-list", "kubelet-arg-list", "timeouts", "dry-run", "proxy", "encryption", "dns-disabled",
+        "env-vars", "pull-serial"])
+def test_v1beta4_only_fields_are_refused_in_v1beta3(document, field):
+    with pytest.raises(KubeadmConfigError, match=field):
+        validate_document(document)
+
+
+def test_a_file_mixing_the_two_versions_is_refused():
+    with pytest.raises(KubeadmConfigError, match="mixes"):
+        validate_documents(yaml.safe_dump_all([INIT3, CLUSTER]))
+
+
+def test_a_file_in_the_wrong_version_for_the_release_is_refused():
+    text = yaml.safe_dump_all([INIT, CLUSTER])
+    with pytest.raises(KubeadmConfigError, match="needs kubeadm.k8s.io/v1beta3"):
+        validate_documents(text, config_api_version("1.30.9"))
+    assert len(validate_documents(text, config_api_version("1.36.3"))) == 2
 
 
 def test_unknown_kind_is_refused():
@@ -72,7 +127,7 @@ def test_unknown_kind_is_refused():
     ({**INIT, "localAPIEndpoint": {"bindPort": 70000}}, "bindPort"),
     ({**INIT, "certificateKey": "short"}, "certificateKey"),
     ({**CLUSTER, "networking": {"podSubnet": "10.244.0.1/16"}}, "podSubnet"),
-    ({**CLUSTER, "kubernetesVersion": "1.31"}, "Kubernetes version"),
+    ({**CLUSTER, "kubernetesVersion": "1.36"}, "Kubernetes version"),
     ({**CLUSTER, "controlPlaneEndpoint": "10.0.0.5:99999"}, "port"),
     ({**CLUSTER, "encryptionAlgorithm": "RSA-1024"}, "encryptionAlgorithm"),
     ({**INIT, "nodeRegistration": {"taints": [{"key": "a", "effect": "NoRun"}]}}, "effect"),

@@ -12,7 +12,15 @@ import jinja2
 import pytest
 import yaml
 
-from rackform.k8s.kubeadm import ClusterConfiguration, InitConfiguration, JoinConfiguration, validate_documents
+from rackform.k8s.kubeadm import (
+    ClusterConfiguration,
+    ClusterConfigurationV1beta3,
+    InitConfiguration,
+    InitConfigurationV1beta3,
+    JoinConfiguration,
+    JoinConfigurationV1beta3,
+    validate_documents,
+)
 from rackform.model.loader import load_site
 from rackform.render import render_files
 from collection_support import ROLES_IN_PROJECT
@@ -39,12 +47,13 @@ def _inventory(files) -> tuple[dict, dict]:
 def render(files, template: str, host: str, **extra) -> str:
     groups, hostvars = _inventory(files)
     kube = yaml.safe_load(files["inventory/group_vars/k8s_cluster/kubernetes.yml"])
+    mirror = yaml.safe_load(files.get("inventory/group_vars/all/mirror.yml", b"{}"))
     defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}kubeadm/defaults/main.yml"])
     variables = {
-        **defaults, **kube, **hostvars[host], "groups": groups, "hostvars": hostvars, "inventory_hostname": host,
+        **defaults, **mirror, **kube, **hostvars[host], "groups": groups, "hostvars": hostvars,
+        "inventory_hostname": host,
         # The defaults that are templates, as Ansible resolves them for the lab:
         "kubeadm_cluster_name": "lab", "kubeadm_init_host": groups["kube_control_plane"][0],
-        "kubeadm_kube_vip_enabled": True, "kubeadm_kube_vip_interface": "mgmt0",
         **extra,
     }
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
@@ -52,15 +61,24 @@ def render(files, template: str, host: str, **extra) -> str:
     return environment.from_string(files[f"{ROLES_IN_PROJECT}kubeadm/templates/{template}"].decode()).render(variables)
 
 
+def api_version(files) -> str:
+    return yaml.safe_load(files["inventory/group_vars/k8s_cluster/kubernetes.yml"])["kubeadm_config_api_version"]
+
+
 def join(files, host: str, role: str) -> JoinConfiguration:
     text = render(files, "kubeadm-join.yaml.j2", host, kubeadm_node_role=role, kubeadm_join_token=TOKEN,
                   kubeadm_ca_cert_hash=CA_HASH, kubeadm_certificate_key=CERT_KEY)
-    return validate_documents(text)[0]
+    return validate_documents(text, api_version(files))[0]
+
+
+def init(files) -> list:
+    text = render(files, "kubeadm-init.yaml.j2", "mgmt-1", kubeadm_node_role="control_plane")
+    return validate_documents(text, api_version(files))
 
 
 @pytest.fixture(scope="module")
 def init_documents(files):
-    return validate_documents(render(files, "kubeadm-init.yaml.j2", "mgmt-1", kubeadm_node_role="control_plane"))
+    return init(files)
 
 
 def cluster(documents) -> ClusterConfiguration:
@@ -73,7 +91,58 @@ def test_init_file_holds_init_cluster_and_kubelet_configuration(init_documents):
 
 
 def test_kubernetes_version_comes_from_the_design(init_documents):
-    assert cluster(init_documents).kubernetesVersion == "v1.31.4"
+    assert cluster(init_documents).kubernetesVersion == "v1.36.3"
+
+
+def test_a_current_release_is_written_in_v1beta4(files, init_documents):
+    assert api_version(files) == "kubeadm.k8s.io/v1beta4"
+    assert [type(document) for document in init_documents[:2]] == [InitConfiguration, ClusterConfiguration]
+    assert isinstance(join(files, "gpu-1", "worker"), JoinConfiguration)
+
+
+def test_images_come_from_the_site_mirror_registry(init_documents):
+    assert cluster(init_documents).imageRepository == "10.10.0.11:5000"
+
+
+def test_a_site_without_a_mirror_keeps_kubeadm_s_own_image_repository(lab_files):
+    lab_files.edit_site("mirror:\n  host: mgmt-1\n", "")
+    assert cluster(init(render_files(lab_files.load()))).imageRepository is None
+
+
+def test_every_node_is_known_by_its_management_address(init_documents, files):
+    assert [(arg.name, arg.value) for arg in init_documents[0].nodeRegistration.kubeletExtraArgs] == [
+        ("node-ip", "10.10.0.11")]
+    assert [(arg.name, arg.value) for arg in join(files, "gpu-2", "worker").nodeRegistration.kubeletExtraArgs] == [
+        ("node-ip", "10.10.0.16")]
+
+
+@pytest.fixture(scope="module")
+def files_1_30(tmp_path_factory) -> dict[str, bytes]:
+    """The lab pinned to Kubernetes 1.30 (no mirror: the mirror carries only 1.36 releases)."""
+    from conftest import SiteFiles, copy_inputs
+
+    site_files = SiteFiles(copy_inputs(tmp_path_factory.mktemp("lab-1.30")))
+    site_files.edit_site("mirror:\n  host: mgmt-1\n", "")
+    site_files.edit_site("  control_plane: [mgmt-1", '  version: "1.30.9"\n  control_plane: [mgmt-1')
+    return render_files(site_files.load())
+
+
+def test_a_site_pinned_below_1_31_renders_v1beta3_that_kubeadm_1_30_reads(files_1_30):
+    assert api_version(files_1_30) == "kubeadm.k8s.io/v1beta3"
+    documents = init(files_1_30)
+    assert [type(document) for document in documents[:2]] == [InitConfigurationV1beta3, ClusterConfigurationV1beta3]
+    assert cluster_v1beta3(documents).kubernetesVersion == "v1.30.9"
+    assert documents[0].nodeRegistration.kubeletExtraArgs == {"node-ip": "10.10.0.11"}
+
+
+@pytest.mark.parametrize("host, role", [("mgmt-2", "control_plane"), ("gpu-1", "worker")])
+def test_joins_of_a_1_30_site_are_v1beta3_too(files_1_30, host, role):
+    config = join(files_1_30, host, role)
+    assert isinstance(config, JoinConfigurationV1beta3) and config.nodeRegistration.kubeletExtraArgs["node-ip"]
+
+
+def cluster_v1beta3(documents) -> ClusterConfigurationV1beta3:
+    return next(document for document in documents if isinstance(document, ClusterConfigurationV1beta3))
 
 
 def test_networks_come_from_the_site_prefixes(init_documents):
@@ -111,15 +180,3 @@ def test_worker_join_is_not_a_control_plane_join(files):
 
 def test_joins_discover_the_api_through_the_vip(files):
     assert join(files, "gpu-1", "worker").discovery.bootstrapToken.apiServerEndpoint == "10.10.0.5:6443"
-
-
-@pytest.mark.parametrize("host, kubeconfig", [("mgmt-1", "super-admin.conf"), ("mgmt-2", "admin.conf")])
-def test_kube_vip_uses_super_admin_only_on_the_init_node(files, host, kubeconfig):
-    pod = yaml.safe_load(render(files, "kube-vip.yaml.j2", host, kubeadm_node_role="control_plane"))
-    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == f"/etc/kubernetes/{kubeconfig}"
-
-
-def test_kube_vip_holds_the_api_vip(files):
-    pod = yaml.safe_load(render(files, "kube-vip.yaml.j2", "mgmt-1", kubeadm_node_role="control_plane"))
-    env = {item["name"]: item["value"] for item in pod["spec"]["containers"][0]["env"]}
-    assert (env["address"], env["port"], env["cp_enable"]) == ("10.10.0.5", "6443", "true")

@@ -40,9 +40,9 @@ def test_each_layer_supplies_its_values_with_their_lines(lab_files):
 
     assert site.origins["fabric.no_single_point_of_failure"] == line_of(lab_files, DEFAULTS, "no_single_point_of_failure")
     assert site.origins["fabric.switch.mtu"] == line_of(lab_files, ROCE, "mtu: 9216")
-    assert site.origins["kubernetes.cni"] == line_of(lab_files, KUBERNETES, "cni: calico")
+    assert site.origins["kubernetes.cni"] == line_of(lab_files, KUBERNETES, "cni: kube-router")
     assert site.origins["kubernetes.control_plane"] == line_of(lab_files, LAB, "control_plane:")
-    assert (site.fabric.switch.mtu, site.fabric.no_single_point_of_failure, site.kubernetes.cni) == (9216, True, "calico")
+    assert (site.fabric.switch.mtu, site.fabric.no_single_point_of_failure, site.kubernetes.cni) == (9216, True, "kube-router")
 
 
 def test_a_value_no_file_sets_is_the_built_in_default(lab_files):
@@ -188,7 +188,7 @@ def test_profiles_extending_each_other_in_a_cycle_are_an_error(lab_files):
 
 
 def test_an_unknown_key_in_a_profile_is_an_error_with_a_suggestion(lab_files):
-    lab_files.edit(KUBERNETES, "  cni: calico", "  cnii: calico")
+    lab_files.edit(KUBERNETES, "  cni: kube-router", "  cnii: kube-router")
 
     with pytest.raises(BadInput) as caught:
         lab_files.load()
@@ -221,6 +221,8 @@ def test_show_origin_prints_every_setting_with_its_file_and_line(lab_files, caps
     assert shown["kubernetes.version"][1].startswith("topologies/versions.yaml:")
     assert shown["fabric.switch.dscp_to_priority.26"] == ("3", str(line_of(lab_files, ROCE, "dscp_to_priority")))
     assert {"site", "power_basis", "fabric.host.mtu", "kubernetes.cni", "provisioning.max_fail_percentage"} <= set(shown)
+    assert shown["mirror.host"] == ("mgmt-1", str(line_of(lab_files, LAB, "host: mgmt-1")))
+    assert re.search(rf"^mirror\.air_gapped = true +{BUILT_IN}$", out, re.M)
 
 
 def test_without_show_origin_validate_prints_no_settings(lab_files, capsys):

@@ -79,7 +79,7 @@ def test_strict_validation_rejects_an_unknown_field():
     _version, manifests = manifests_of("lab")
     quota = next(m for m in manifests if m["kind"] == "ResourceQuota")
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate({**quota, "spec": {**quota["spec"], "gpus": 8}}, "1.31.4", strict=True)
+        kubernetes_validate.validate({**quota, "spec": {**quota["spec"], "gpus": 8}}, "1.36.3", strict=True)
 
 
 def test_lab_tenants_come_from_the_platform_file():

@@ -69,10 +69,10 @@ def helm_argv(name, chart, repo, version, namespace):
 WAIT = ["--wait", "--atomic", "--timeout", "900s"]
 EXPECTED = [
     ("kubectl", ["apply", "--server-side", "--field-manager=rackform", "-k", "manifests"]),
-    ("helm", helm_argv("kube-prometheus-stack", "kube-prometheus-stack", "pc", "66.3.1", "monitoring") + WAIT),
-    ("helm", helm_argv("network-operator", "network-operator", "nvidia", "24.7.0", "nvidia-network-operator") + WAIT),
-    ("helm", helm_argv("gpu-operator", "gpu-operator", "nvidia", "v24.9.1", "gpu-operator") + WAIT),
-    ("helm", helm_argv("training-operator", "training-operator", "kubeflow", "v1.8.1", "kubeflow") + WAIT),
+    ("helm", helm_argv("kube-prometheus-stack", "kube-prometheus-stack", "pc", "70.0.0", "monitoring") + WAIT),
+    ("helm", helm_argv("network-operator", "network-operator", "nvidia", "25.4.0", "nvidia-network-operator") + WAIT),
+    ("helm", helm_argv("gpu-operator", "gpu-operator", "nvidia", "v25.3.0", "gpu-operator") + WAIT),
+    ("helm", helm_argv("training-operator", "training-operator", "kubeflow", "v1.9.0", "kubeflow") + WAIT),
 ]
 
 

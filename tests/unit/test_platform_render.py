@@ -83,7 +83,7 @@ def test_release_and_values_files_are_the_helm_release_data(lab_files_rendered):
 def test_a_release_file_pins_chart_repository_version_and_namespace(lab_files_rendered):
     record = yaml.safe_load(lab_files_rendered["platform/helm/gpu-operator/release.yaml"])
     assert {k: record[k] for k in ("name", "chart", "version", "namespace", "needs")} == {
-        "name": "gpu-operator", "chart": "gpu-operator", "version": "v24.9.1", "namespace": "gpu-operator",
+        "name": "gpu-operator", "chart": "gpu-operator", "version": "v25.3.0", "namespace": "gpu-operator",
         "needs": ["kube-prometheus-stack", "network-operator"]}
     assert record["repository"].endswith("/nvidia")
 

@@ -377,12 +377,21 @@ def test_switch_ports_come_from_the_cabling_plan(files, switch, port, descriptio
         ("inventory/group_vars/servers/fabric.yml", "fabric_host_roce_tos", 106),
         ("inventory/group_vars/servers/fabric.yml", "fabric_host_mtu", 9000),
         ("inventory/group_vars/all/ntp.yml", "site_ntp_servers", ["10.10.0.1"]),
-        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_version", "1.31.4"),
+        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_version", "1.36.3"),
+        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kubeadm_config_api_version", "kubeadm.k8s.io/v1beta4"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_pods_subnet", "10.244.0.0/16"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_service_addresses", "10.96.0.0/12"),
-        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_network_plugin", "calico"),
+        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_network_plugin", "kube-router"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_vip_address", "10.10.0.5"),
-        ("inventory/group_vars/k8s_cluster/cni.yml", "calico_version", "v3.29.1"),
+        ("inventory/group_vars/k8s_cluster/cni.yml", "calico_version", "v3.30.0"),
+        ("inventory/group_vars/k8s_cluster/cni.yml", "kube_router_version", "v2.1.0"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_host", "mgmt-1"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_address", "10.10.0.11"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_apt_url", "http://10.10.0.11:8080/apt"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_charts_url", "http://10.10.0.11:8080/charts"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_registry", "10.10.0.11:5000"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_air_gapped", True),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_bundle", "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3"),
         ("inventory/group_vars/cumulus/connection.yml", "ansible_connection", "ssh"),
     ],
 )
@@ -599,7 +608,7 @@ def _change_storage_serial(site):
 
 
 def _change_kubernetes_version(site):
-    site.kubernetes = site.kubernetes.model_copy(update={"version": "1.32.0"})
+    site.kubernetes = site.kubernetes.model_copy(update={"version": "1.36.1"})
 
 
 def _change_ntp_servers(site):
@@ -612,10 +621,11 @@ def _change_ntp_servers(site):
         (_change_switch_mtu, {"fabric"}),
         (_change_leaf_asn, {"fabric"}),
         # a stage counts the variables its roles read, not whole variable files: a serial is
-        # read by the BMC roles only, the Kubernetes version by the kubernetes roles only
+        # read by the BMC roles only, the Kubernetes version by the kubernetes roles and the
+        # site mirror's (os stage: it serves that release's bundle) only
         (_change_gpu_serial, {"provision"}),
         (_change_storage_serial, {"provision"}),
-        (_change_kubernetes_version, {"kubernetes"}),
+        (_change_kubernetes_version, {"os", "kubernetes"}),
         (_change_ntp_servers, {"provision", "os"}),
     ],
     ids=lambda value: value.__name__.removeprefix("_change_") if callable(value) else None,

@@ -12,6 +12,7 @@ import pytest
 from rackform.checks import run_checks
 from rackform.model.loader import load_site
 from rackform.model.site import Site
+from rackform.pipeline import rendered_findings
 
 REPO = Path(__file__).resolve().parents[2]
 SITES = sorted(path.stem for path in (REPO / "topologies" / "sites").glob("*.yaml"))
@@ -56,6 +57,17 @@ def test_site_loads(name: str):
 def test_site_passes_preflight_without_errors(name: str):
     errors = [str(finding) for finding in run_checks(site(name)) if finding.severity == "error"]
     assert errors == []
+
+
+@pytest.mark.parametrize("name", SITES)
+def test_site_renders_to_a_project_its_mirror_policy_accepts(name: str):
+    """An air-gapped site's rendered project names no upstream address (rackform.checks.airgap)."""
+    assert [str(finding) for finding in rendered_findings(site(name))] == []
+
+
+@pytest.mark.parametrize("name", SITES)
+def test_site_has_a_mirror_on_its_first_management_node(name: str):
+    assert site(name).mirror is not None and site(name).mirror.host == "mgmt-1"
 
 
 @pytest.mark.parametrize("name", SITES)

@@ -1,0 +1,103 @@
+"""The site mirror as the rest of the site sees it: where it is and what the nodes are told.
+
+A site design's `mirror:` names the machine that serves, on the site's own network,
+
+- an apt repository (flat, over HTTP: `deb [trusted=yes] <apt url> ./`),
+- an OCI registry (plain HTTP on the management network), images pushed flat as
+  `<registry>/<name>:<tag>` (`<registry>/kube-apiserver:v1.36.3`, `<registry>/pause:3.10.2`),
+- a Helm chart directory, next to the apt repository.
+
+`mirror_group_vars` renders these facts into `inventory/group_vars/all/mirror.yml`; every
+role that installs a package or pulls an image reads them there. The ports and paths are
+this module's constants, the one place they are set.
+
+`UPSTREAM_REGISTRIES` and `UPSTREAM_PACKAGE_HOSTS` are the public sources an air-gapped
+site must never name: `rackform.checks.airgap` refuses a rendered project of an air-gapped
+site that names one, and a site that is not air-gapped gets the registry names in
+`site_mirror_upstream_registries`, for containerd to send pulls of those names to the mirror.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address
+from typing import Any
+
+from rackform.model.site import Site
+
+APT_PORT = 8080
+"""nginx on the mirror host: the apt repository and the charts."""
+APT_PATH = "/apt"
+CHARTS_PATH = "/charts"
+REGISTRY_PORT = 5000
+"""The OCI registry on the mirror host (Debian's docker-registry)."""
+BUNDLES_DIR = "/var/lib/rackform/mirror/bundles"
+"""On the controller: one folder per carried Kubernetes release, `kubernetes-<release>/`."""
+
+UPSTREAM_REGISTRIES = (
+    "registry.k8s.io", "k8s.gcr.io", "gcr.io", "docker.io", "registry-1.docker.io", "ghcr.io", "quay.io", "nvcr.io",
+)
+"""Public image registries. An image reference without a registry host means docker.io."""
+UPSTREAM_PACKAGE_HOSTS = (
+    "pkgs.k8s.io", "github.com", "raw.githubusercontent.com", "get.helm.sh", "deb.debian.org",
+    "security.debian.org", "archive.ubuntu.com", "download.docker.com", "helm.ngc.nvidia.com",
+)
+"""Public package, release and chart hosts."""
+UPSTREAM_HOSTS = UPSTREAM_REGISTRIES + UPSTREAM_PACKAGE_HOSTS
+
+
+def mirror_address(site: Site) -> IPv4Address | None:
+    """The mirror's address: `mirror.address`, else its host's management address; None when the
+    site has no mirror or its host is unknown or has no address (checks report those)."""
+    mirror = site.mirror
+    if mirror is None:
+        return None
+    if mirror.address is not None:
+        return mirror.address
+    host = site.hosts.get(mirror.host or "")
+    return host.management_address if host is not None else None
+
+
+def registry(site: Site) -> str | None:
+    """`<address>:<port>` of the site's registry: what every image reference starts with."""
+    address = mirror_address(site)
+    return f"{address}:{REGISTRY_PORT}" if address is not None else None
+
+
+def image(site: Site, name: str, tag: str, upstream: str | None = None) -> str:
+    """`<registry>/<name>:<tag>` on a site with a mirror; else `<upstream or name>:<tag>`, as
+    published (a site without a mirror pulls from wherever its nodes are configured to)."""
+    found = registry(site)
+    if found is not None:
+        return f"{found}/{name}:{tag}"
+    return f"{upstream or name}:{tag}"
+
+
+def bundle_dir(version: str) -> str:
+    """The controller's bundle of one carried Kubernetes release."""
+    return f"{BUNDLES_DIR}/kubernetes-{version}"
+
+
+def air_gapped(site: Site) -> bool:
+    return site.mirror is not None and site.mirror.air_gapped
+
+
+def mirror_group_vars(site: Site) -> dict[str, Any]:
+    """group_vars all/mirror.yml; empty for a site without a mirror (or whose mirror has no address yet)."""
+    address = mirror_address(site)
+    if site.mirror is None or address is None:
+        return {}
+    values: dict[str, Any] = {}
+    if site.mirror.host is not None:
+        values["site_mirror_host"] = site.mirror.host
+    values.update({
+        "site_mirror_address": str(address),
+        "site_mirror_apt_url": f"http://{address}:{APT_PORT}{APT_PATH}",
+        "site_mirror_charts_url": f"http://{address}:{APT_PORT}{CHARTS_PATH}",
+        "site_mirror_registry": f"{address}:{REGISTRY_PORT}",
+        "site_mirror_air_gapped": site.mirror.air_gapped,
+    })
+    if site.kubernetes is not None:
+        values["site_mirror_bundle"] = bundle_dir(site.kubernetes.version)
+    if not site.mirror.air_gapped:
+        values["site_mirror_upstream_registries"] = list(UPSTREAM_REGISTRIES)
+    return values
