@@ -11,7 +11,8 @@ STAMP := $(VENV)/.installed
 # The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
 # are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower. The ssh-keys
 # tests scan and log in to real sshd processes (openssh-server; its service is not needed).
-APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools
+# The site mirror: umoci builds the bundle's OCI images, skopeo pushes them to the mirror's registry.
+APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)

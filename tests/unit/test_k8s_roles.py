@@ -126,7 +126,7 @@ def containerd_config(files, gpu: bool) -> dict:
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["bool"] = bool
     text = environment.from_string(files[f"{ROLES_IN_PROJECT}containerd/templates/config.toml.j2"].decode()).render(
-        {**defaults, "containerd_nvidia_runtime": gpu})
+        {**defaults, "containerd_nvidia_runtime": gpu, "containerd_mirror_registry": "", "containerd_sandbox_image": ""})
     return tomllib.loads(text)
 
 

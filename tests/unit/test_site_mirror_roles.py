@@ -1,0 +1,308 @@
+"""The site mirror's roles as rendered into the lab project: `site_mirror` on the mirror host
+and `mirror_client` on every server (os stage), and the containerd settings that point at the
+mirror (kubernetes stage).
+
+Templates and the Jinja that decides what is copied and pushed are evaluated with Ansible's
+own templating (ansible.template.Templar) against given inventory values, so these tests
+see what a run would write, without a host. The lab test (tests/lab/test_site_mirror_lab.py)
+runs them for real."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+from rackform.collection import short_name
+from rackform.k8s.site_mirror import UPSTREAM_HOSTS
+from rackform.model.loader import load_site
+from rackform.render import render_files
+from rackform.render.digest import stage_files
+from collection_support import ROLES_IN_PROJECT
+
+try:  # ansible-core 2.19 renders only strings marked as trusted templates
+    from ansible.template import trust_as_template
+except ImportError:  # pragma: no cover - ansible-core < 2.19 trusts every string
+    def trust_as_template(value):
+        return value
+
+ROOT = Path(__file__).resolve().parents[2]
+MIRROR_ROLES = ("site_mirror", "mirror_client")
+BUNDLE = "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3"
+ROOT_DIR = "/srv/rackform-mirror"
+REGISTRY = "10.1.0.11:5000"
+MIRROR = {
+    "site_mirror_host": "mgmt-1", "site_mirror_address": "10.1.0.11",
+    "site_mirror_apt_url": "http://10.1.0.11:8080/apt", "site_mirror_registry": REGISTRY,
+    "site_mirror_air_gapped": True, "site_mirror_bundle": BUNDLE,
+}
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    return render_files(load_site("lab", ROOT))
+
+
+def role_file(files, role: str, path: str) -> str:
+    return files[f"{ROLES_IN_PROJECT}{role}/{path}"].decode()
+
+
+def role_yaml(files, role: str, path: str) -> Any:
+    return yaml.safe_load(role_file(files, role, path))
+
+
+def _trusted(value):
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _trusted(item) for key, item in value.items()}
+    return value
+
+
+def evaluate(files, role: str, value, **variables):
+    """`value` (a template string or a structure of them) as Ansible renders it with the role's
+    defaults and `variables` (the inventory's and registered results)."""
+    defaults = role_yaml(files, role, "defaults/main.yml")
+    templar = Templar(loader=DataLoader(), variables=_trusted({**defaults, **variables}))
+    return templar.template(_trusted(value))
+
+
+def render(files, role: str, template: str, **variables) -> str:
+    return evaluate(files, role, role_file(files, role, f"templates/{template}"), **variables)
+
+
+def all_tasks(files, role: str) -> list[dict]:
+    """Every task of the role's task files, those inside blocks included."""
+    found = []
+    pending = [task for path in files if path.startswith(f"{ROLES_IN_PROJECT}{role}/tasks/")
+               for task in yaml.safe_load(files[path])]
+    while pending:
+        task = pending.pop()
+        found.append(task)
+        pending += task.get("block", [])
+    return found
+
+
+def task(files, role: str, name: str) -> dict:
+    return next(task for task in all_tasks(files, role) if task.get("name") == name)
+
+
+# --- where the os stage runs them
+
+
+def test_os_stage_serves_the_mirror_first_then_every_server_uses_it(files):
+    plays = yaml.safe_load(files["os.yml"])
+    assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays] == [
+        ("servers", ["site_mirror"]), ("servers", ["base_os", "mirror_client"])]
+
+
+def test_the_mirror_play_ends_for_every_host_but_the_mirror_host(files):
+    leave = yaml.safe_load(files["os.yml"])[0]["pre_tasks"][0]
+    assert (leave["ansible.builtin.meta"], leave["when"]) == (
+        "end_host", "inventory_hostname != site_mirror_host | default('')")
+
+
+def test_the_mirror_roles_count_in_the_os_stage_digest_only(files):
+    def roles(stage):
+        return {path[len(ROLES_IN_PROJECT):].split("/")[0] for path in stage_files(files, stage)
+                if path.startswith(ROLES_IN_PROJECT)}
+    assert (set(MIRROR_ROLES) <= roles("os"), set(MIRROR_ROLES) & roles("kubernetes")) == (True, set())
+
+
+@pytest.mark.parametrize("role", MIRROR_ROLES)
+def test_role_defaults_are_prefixed_with_the_role_name(files, role):
+    assert [name for name in role_yaml(files, role, "defaults/main.yml") if not name.startswith(f"{role}_")] == []
+
+
+@pytest.mark.parametrize("role", MIRROR_ROLES)
+def test_every_task_is_named(files, role):
+    assert [task for task in all_tasks(files, role) if "name" not in task] == []
+
+
+@pytest.mark.parametrize("role", [*MIRROR_ROLES, "containerd"])
+def test_the_roles_name_no_upstream_host(files, role):
+    texts = {path: content.decode() for path, content in files.items() if path.startswith(f"{ROLES_IN_PROJECT}{role}/")}
+    assert [(path, host) for path, text in texts.items() for host in UPSTREAM_HOSTS if host in text] == []
+
+
+# --- site_mirror: nginx and the registry
+
+
+def test_nginx_serves_apt_and_charts_on_the_apt_urls_port_without_listings(files):
+    site = render(files, "site_mirror", "rackform-mirror.nginx.j2", **MIRROR)
+    assert re.findall(r"^\s*(listen|root|autoindex) (\S+);", site, flags=re.MULTILINE) == [
+        ("listen", "8080"), ("root", ROOT_DIR), ("autoindex", "off")]
+    assert re.findall(r"location (\S+) \{", site) == ["/apt/", "/charts/", "/"]
+
+
+def test_the_http_port_follows_the_apt_url(files):
+    site = render(files, "site_mirror", "rackform-mirror.nginx.j2", **{**MIRROR, "site_mirror_apt_url": "http://10.1.0.11:8081/apt"})
+    assert "listen 8081;" in site
+
+
+def test_the_registry_listens_on_the_registrys_port_with_debians_storage_and_no_auth(files):
+    config = yaml.safe_load(render(files, "site_mirror", "registry-config.yml.j2", **MIRROR))
+    assert (config["http"]["addr"], config["storage"]["filesystem"]["rootdirectory"], "auth" in config) == (
+        ":5000", "/var/lib/docker-registry", False)
+
+
+def test_only_missing_servers_are_installed_and_only_ever_present(files):
+    install = task(files, "site_mirror", "Install the mirror's servers where missing (nginx, docker-registry)")
+    assert (install["ansible.builtin.apt"]["state"], "rejectattr('stat.exists')" in install["ansible.builtin.apt"]["name"]) == (
+        "present", True)
+
+
+def test_server_changes_reload_nginx_and_restart_the_registry(files):
+    notified = {task["name"]: task.get("notify") for task in all_tasks(files, "site_mirror") if "notify" in task}
+    assert notified == {"Serve the apt repository and charts with nginx": "Reload nginx",
+                        "Configure the registry": "Restart docker-registry"}
+
+
+# --- site_mirror: what is copied
+
+
+def found(prefix: str, entries: dict[str, str]) -> dict:
+    """An ansible.builtin.find result: paths under `prefix` with their checksums."""
+    return {"files": [{"path": f"{prefix}/{path}", "checksum": checksum} for path, checksum in entries.items()]}
+
+
+def copy_decision(files, bundle: dict[str, str], served: dict[str, str]) -> tuple[list[str], list[str]]:
+    decide = task(files, "site_mirror", "Decide which files to copy and which to remove")
+    facts = evaluate(files, "site_mirror", decide["ansible.builtin.set_fact"], **MIRROR, **decide["vars"],
+                     site_mirror_bundle_files=found(BUNDLE, bundle), site_mirror_served_files=found(ROOT_DIR, served))
+    return facts["site_mirror_to_copy"], facts["site_mirror_to_remove"]
+
+
+BUNDLE_FILES = {"apt/kubeadm.deb": "k1", "apt/kubelet.deb": "l1", "apt/Packages": "p1", "apt/Packages.gz": "z1",
+                "apt/Release": "r1", "charts/gpu-operator.tgz": "g1"}
+
+
+def test_a_fresh_mirror_gets_everything_the_indexes_last_release_at_the_very_end(files):
+    assert copy_decision(files, BUNDLE_FILES, {}) == (
+        ["apt/kubeadm.deb", "apt/kubelet.deb", "charts/gpu-operator.tgz", "apt/Packages", "apt/Packages.gz",
+         "apt/Release"], [])
+
+
+def test_a_mirror_that_holds_the_bundle_gets_nothing(files):
+    assert copy_decision(files, BUNDLE_FILES, BUNDLE_FILES) == ([], [])
+
+
+def test_only_changed_and_new_files_are_copied_and_files_gone_from_the_bundle_removed(files):
+    served = {**BUNDLE_FILES, "apt/kubeadm.deb": "k0", "apt/Packages": "p0", "apt/Release": "r0", "apt/kubectl.deb": "c0"}
+    del served["apt/kubelet.deb"]
+    assert copy_decision(files, BUNDLE_FILES, served) == (
+        ["apt/kubeadm.deb", "apt/kubelet.deb", "apt/Packages", "apt/Release"], ["apt/kubectl.deb"])
+
+
+# --- site_mirror: what is pushed
+
+
+IMAGE = {"kind": "image", "name": "kube-apiserver", "version": "v1.36.3", "path": "images/kube-apiserver_v1.36.3",
+         "digest": "sha256:aaaa", "source": "built"}
+
+
+@pytest.mark.parametrize(("answer", "pushed"), [
+    ({"status": 200, "docker_content_digest": "sha256:aaaa"}, False),
+    ({"status": 200, "docker_content_digest": "sha256:bbbb"}, True),
+    ({"status": 404}, True),
+])
+def test_an_image_is_pushed_only_where_the_registry_lacks_its_digest(files, answer, pushed):
+    push = task(files, "site_mirror", "Push the images the registry lacks (skopeo, from the controller)")
+    condition = "{{ " + push["when"] + " }}"
+    assert evaluate(files, "site_mirror", condition, **MIRROR, item={**answer, "item": IMAGE}) is pushed
+
+
+def test_skopeo_pushes_the_oci_layout_to_the_registry_keeping_its_digest(files):
+    push = task(files, "site_mirror", "Push the images the registry lacks (skopeo, from the controller)")
+    argv = evaluate(files, "site_mirror", push["ansible.builtin.command"]["argv"], **MIRROR, item={"item": IMAGE})
+    assert argv == ["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                    f"oci:{BUNDLE}/images/kube-apiserver_v1.36.3:v1.36.3", f"docker://{REGISTRY}/kube-apiserver:v1.36.3"]
+    assert (push["delegate_to"], push["changed_when"]) == ("localhost", True)
+
+
+def test_the_registry_is_asked_by_name_and_tag_from_the_controller(files):
+    ask = task(files, "site_mirror", "Ask the registry for the digest of each image of the bundle")
+    url = evaluate(files, "site_mirror", ask["ansible.builtin.uri"]["url"], **MIRROR, item=IMAGE)
+    assert (url, ask["ansible.builtin.uri"]["method"], ask["delegate_to"]) == (
+        f"http://{REGISTRY}/v2/kube-apiserver/manifests/v1.36.3", "HEAD", "localhost")
+
+
+def test_the_role_ends_by_asking_for_the_apt_index_and_the_registry_api(files):
+    check = task(files, "site_mirror", "Check that the mirror answers (apt index, registry API)")
+    assert evaluate(files, "site_mirror", check["loop"], **MIRROR) == [
+        "http://10.1.0.11:8080/apt/Packages", f"http://{REGISTRY}/v2/"]
+
+
+# --- mirror_client
+
+
+def test_the_apt_source_is_the_mirrors_flat_repository(files):
+    source = render(files, "mirror_client", "rackform-mirror.list.j2", **MIRROR)
+    assert [line for line in source.splitlines() if not line.startswith("#")] == [
+        "deb [trusted=yes] http://10.1.0.11:8080/apt ./"]
+
+
+def test_the_client_compares_apts_copy_of_the_mirrors_release(files):
+    assert evaluate(files, "mirror_client", "{{ mirror_client_lists_release }}", **MIRROR) == (
+        "/var/lib/apt/lists/10.1.0.11:8080_apt_._Release")
+
+
+def test_the_client_does_nothing_without_a_mirror(files):
+    block = role_yaml(files, "mirror_client", "tasks/main.yml")[0]
+    assert (block["when"], evaluate(files, "mirror_client", "{{ " + block["when"] + " }}")) == (
+        "mirror_client_apt_url | length > 0", False)
+
+
+def test_the_client_reads_the_mirror_only_leaving_the_nodes_other_sources_alone(files):
+    update = task(files, "mirror_client", "Read the site mirror's package index (this source only)")
+    assert evaluate(files, "mirror_client", update["ansible.builtin.command"]["argv"], **MIRROR) == [
+        "apt-get", "update", "--error-on=any", "-o", "Dir::Etc::SourceList=/etc/apt/sources.list.d/rackform-mirror.list",
+        "-o", "Dir::Etc::SourceParts=-", "-o", "APT::Get::List-Cleanup=0"]
+
+
+# --- containerd
+
+
+def containerd(files, **variables) -> dict:
+    text = render(files, "containerd", "config.toml.j2", group_names=["k8s_cluster"], **variables)
+    return tomllib.loads(text)["plugins"]["io.containerd.grpc.v1.cri"]
+
+
+def test_without_a_mirror_containerd_keeps_its_own_sandbox_image_and_registries(files):
+    cri = containerd(files)
+    assert ("sandbox_image" in cri, "registry" in cri) == (False, False)
+
+
+def test_an_air_gapped_node_pulls_the_sandbox_image_from_the_mirror_over_plain_http(files):
+    cri = containerd(files, **MIRROR, site_mirror_upstream_registries=["registry.example"])
+    assert (cri["sandbox_image"], cri["registry"]["mirrors"]) == (
+        f"{REGISTRY}/pause:3.10.2", {REGISTRY: {"endpoint": [f"http://{REGISTRY}"]}})
+
+
+def test_a_connected_site_sends_pulls_of_upstream_names_to_the_mirror(files):
+    cri = containerd(files, **{**MIRROR, "site_mirror_air_gapped": False},
+                     site_mirror_upstream_registries=["registry.example", "images.example"])
+    assert cri["registry"]["mirrors"] == {name: {"endpoint": [f"http://{REGISTRY}"]}
+                                          for name in (REGISTRY, "registry.example", "images.example")}
+
+
+def test_the_sandbox_images_tag_follows_pod_infra_version(files):
+    assert containerd(files, **MIRROR, pod_infra_version="3.10.9")["sandbox_image"] == f"{REGISTRY}/pause:3.10.9"
+
+
+def test_the_containerd_fast_path_compares_the_mirror_settings_too(files):
+    look = role_yaml(files, "containerd", "tasks/main.yml")[0]
+    assert "config.toml.j2" in look["rackform.site.host_state"]["files"][0]["content"]
+
+
+def test_make_installs_skopeo_and_umoci():
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("APT_PACKAGES"))
+    assert {"skopeo", "umoci"} <= set(line.split(":=", 1)[1].split())
