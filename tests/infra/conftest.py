@@ -149,6 +149,12 @@ def machine_vars(request: pytest.FixtureRequest, machine: str) -> Mapping[str, A
 
 
 @pytest.fixture(scope="session")
+def group_members(request: pytest.FixtureRequest) -> Mapping[str, list[str]]:
+    """Inventory group -> its machines (every level of nesting flattened), as Ansible lists them."""
+    return request.config.stash[_INVENTORY].members
+
+
+@pytest.fixture(scope="session")
 def project(request: pytest.FixtureRequest) -> Path:
     """The emitted project's folder (build/<site>/)."""
     return request.config.stash[_INVENTORY].folder.parent

@@ -1,0 +1,97 @@
+"""Stage kubernetes (role kubeadm): the cluster itself, asked as a person would ask it.
+
+On every cluster node the kubelet runs and the node's own Node object is Ready (asked with
+the kubelet's credentials). On each control-plane node: the API answers /readyz through
+the API's virtual IP, every cluster machine of the inventory is a Ready node, the local
+etcd member reports healthy and the cluster has one started etcd member per control-plane
+node, and the cluster DNS resolves kubernetes.default to the API's service address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shlex
+
+import pytest
+
+pytestmark = [pytest.mark.stage("kubernetes"), pytest.mark.machines("k8s_cluster")]
+
+ROLE = "kubeadm"
+ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+ETCD_CERTS = ("--cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt "
+              "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key")
+# A DNS A query from the node with Python's standard library (no dig on a minimal node):
+# prints the first A record's address, or nothing.
+DNS_QUERY = r"""
+import socket, struct, sys
+name, server = sys.argv[1], sys.argv[2]
+query = struct.pack(">HHHHHH", 0x5246, 0x0100, 1, 0, 0, 0)
+query += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(query, (server, 53))
+reply = s.recv(4096); count = struct.unpack(">H", reply[6:8])[0]; at = len(query)
+for _ in range(count):
+    at += 2 if reply[at] >= 0xC0 else reply.index(b"\0", at) + 1 - at
+    kind, _cls, _ttl, size = struct.unpack(">HHIH", reply[at:at + 10]); at += 10
+    if kind == 1 and size == 4: print(socket.inet_ntoa(reply[at:at + 4])); break
+    at += size
+"""
+
+
+def _ready(node: dict) -> str:
+    return next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "Unknown")
+
+
+def test_kubelet_enabled_and_running(host):
+    service = host.service("kubelet")
+    assert (service.is_enabled, service.is_running) == (True, True), "the kubelet is not enabled and running"
+
+
+def test_this_node_is_ready(host, machine):
+    result = host.run("kubectl --kubeconfig /etc/kubernetes/kubelet.conf get node %s -o json", machine)
+    assert result.rc == 0, f"the kubelet's own credentials cannot read node {machine}: {result.stderr.strip()}"
+    assert _ready(json.loads(result.stdout)) == "True", f"node {machine} is not Ready"
+
+
+@pytest.mark.machines("kube_control_plane")
+def test_api_ready_through_the_virtual_ip(host, machine_vars):
+    vip = machine_vars.get("kube_vip_address")
+    if vip is None:
+        pytest.skip("the site has no API virtual IP (kubernetes.api_vip)")
+    result = host.run("curl --silent --insecure --max-time 5 https://%s:6443/readyz", str(vip))
+    assert result.stdout.strip() == "ok", f"https://{vip}:6443/readyz: {result.stdout.strip() or result.stderr.strip()}"
+
+
+@pytest.mark.machines("kube_control_plane")
+def test_every_cluster_machine_is_a_ready_node(host, group_members):
+    result = host.run(f"{ADMIN} get nodes -o json")
+    assert result.rc == 0, f"kubectl get nodes: {result.stderr.strip()}"
+    nodes = {item["metadata"]["name"]: _ready(item) for item in json.loads(result.stdout)["items"]}
+    missing = sorted(set(group_members["k8s_cluster"]) - set(nodes))
+    not_ready = sorted(name for name, ready in nodes.items() if ready != "True")
+    assert not missing and not not_ready, f"not registered: {missing}; not Ready: {not_ready}"
+
+
+@pytest.mark.machines("kube_control_plane")
+def test_local_etcd_member_healthy(host):
+    result = host.run("curl --silent --max-time 5 http://127.0.0.1:2381/health")
+    assert result.rc == 0 and json.loads(result.stdout or "{}").get("health") == "true", \
+        f"etcd /health: {result.stdout.strip() or result.stderr.strip()}"
+
+
+@pytest.mark.machines("kube_control_plane")
+def test_one_started_etcd_member_per_control_plane_node(host, machine, group_members):
+    result = host.run(f"{ADMIN} -n kube-system exec etcd-{machine} -- etcdctl --endpoints=https://127.0.0.1:2379 "
+                      f"{ETCD_CERTS} member list -w json")
+    assert result.rc == 0, f"etcdctl member list: {result.stderr.strip()}"
+    members = {member.get("name", "") for member in json.loads(result.stdout)["members"]}
+    assert members == set(group_members["kube_control_plane"]), \
+        f"etcd members {sorted(members)}; want one started member per control-plane node"
+
+
+def test_cluster_dns_resolves_kubernetes_default(host, machine_vars, role_setting):
+    services = ipaddress.ip_network(machine_vars["kube_service_addresses"])
+    dns, api = str(services.network_address + 10), str(services.network_address + 1)
+    name = f"kubernetes.default.svc.{role_setting(ROLE, 'kubeadm_dns_domain')}"
+    result = host.run(f"python3 -c {shlex.quote(DNS_QUERY)} {name} {dns}")
+    assert result.stdout.strip() == api, f"{name} at {dns}: {result.stdout.strip() or result.stderr.strip()}, want {api}"
