@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rackform.lab import LabError, run
+from rackform.lab import LabError, kubelet_host, run
 
 IMAGES_DIR = Path("/var/lib/rackform/images")
 SUITE = "bookworm"
@@ -36,11 +36,22 @@ PACKAGES = (
     # Lab nodes reach no package archive, so what the stages install must be here:
     # ifupdown2 (Cumulus-style interfaces on switches), containerd and runc (the
     # kubernetes stage), dnsmasq, ipxe and a TFTP client (the PXE service), curl.
-    "ifupdown2", "containerd", "runc", "dnsmasq", "ipxe", "tftp-hpa", "curl",
+    "ifupdown2", "containerd", "runc", "dnsmasq", "ipxe", "tftp-hpa", "curl", "rsync",
+    # The site mirror's servers (the os stage's mirror role enables them on the mirror host;
+    # on a real site they come from the OS install): nginx for the apt repository and the
+    # charts, Debian's docker-registry for the OCI registry.
+    "nginx-light", "docker-registry",
+    # The low-level tools the kubelet, kube-proxy and kube-router call in the node's network
+    # namespace: iptables and ip6tables, ipset, nft, ebtables, conntrack, socat (kubeadm
+    # 1.36's preflight wants losetup, mount and cp, already in minbase). On a real site
+    # they come from the site mirror as the Kubernetes packages' dependencies; a lab node
+    # reaches no archive, so the image carries them.
+    "iptables", "ipset", "nftables", "conntrack", "ebtables", "socat",
 )
 
 # Installed but started only where a role enables them.
-DISABLED_UNITS = ("frr.service", "dnsmasq.service", "containerd.service")
+DISABLED_UNITS = ("frr.service", "dnsmasq.service", "containerd.service", "nginx.service",
+                  "docker-registry.service")
 
 SSHD_DROP_IN = """\
 # rackform lab: key-only root login, no DNS lookups (the lab has no resolver),
@@ -69,13 +80,21 @@ ExecStart=/usr/bin/ssh-keygen -A
 WantedBy=multi-user.target
 """
 
+# A lab node reaches no package archive, and an air-gapped site's nodes must name none:
+# debootstrap's source (the machine's Debian archive) is removed from the image. The
+# kubernetes stage installs from the site mirror, whose source role mirror_client adds.
+APT_SOURCES_LIST = "# rackform lab: no package archive here; the site mirror's source is in sources.list.d\n"
+
 # Units that cannot work inside a container and would only mark it degraded.
 MASKED_UNITS = ("systemd-networkd-wait-online.service", "e2scrub_reap.service")
 
 
 def image_name() -> str:
     """`bookworm-<hash>`: a change to the package list or the lab settings builds a new image."""
-    recipe = "\n".join((SUITE, *PACKAGES, *DISABLED_UNITS, *MASKED_UNITS, SSHD_DROP_IN, LLDPD_CONF, SSH_KEYGEN_UNIT))
+    lab_files = (f"{path}\n{text}" for path, (text, _) in sorted(kubelet_host.files().items()))
+    recipe = "\n".join((SUITE, *PACKAGES, *DISABLED_UNITS, *MASKED_UNITS, SSHD_DROP_IN, LLDPD_CONF, SSH_KEYGEN_UNIT,
+                         APT_SOURCES_LIST,
+                         *lab_files))
     return f"{SUITE}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
 
 
@@ -144,10 +163,18 @@ def strip_identity(root: Path) -> None:
 
 
 def configure(root: Path) -> None:
-    """Lab settings shared by every node: sshd, lldpd, FRR off, trimmed caches."""
+    """Lab settings shared by every node: sshd, lldpd, FRR off, what a kubelet needs in a
+    node (rackform.lab.kubelet_host), trimmed caches."""
     _write(root / "etc/ssh/sshd_config.d/rackform-lab.conf", SSHD_DROP_IN)
     _write(root / "etc/lldpd.d/rackform-lab.conf", LLDPD_CONF)
+    _write(root / "etc/apt/sources.list", APT_SOURCES_LIST)
     _write(root / "etc/systemd/system/rackform-ssh-keygen.service", SSH_KEYGEN_UNIT)
+    for path, (text, mode) in kubelet_host.files().items():
+        _write(root / path.lstrip("/"), text)
+        (root / path.lstrip("/")).chmod(mode)
+    sysinit_wants = root / "etc/systemd/system/sysinit.target.wants"
+    sysinit_wants.mkdir(parents=True, exist_ok=True)
+    _symlink(sysinit_wants / kubelet_host.UNIT_NAME, f"/etc/systemd/system/{kubelet_host.UNIT_NAME}")
     wants = root / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     _symlink(wants / "rackform-ssh-keygen.service", "/etc/systemd/system/rackform-ssh-keygen.service")

@@ -34,6 +34,12 @@ SOFT_OFF_TIMEOUT_S = 30.0
 HARD_OFF_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 
+# Folders of a node that live on the machine's filesystem, not on the node's overlayfs
+# disk, bind-mounted into the node (nspawn_command): containerd's overlayfs snapshotter
+# cannot put its layers on an overlayfs root ("failed to mount ...: invalid argument").
+# Each is part of the node's disk: kept across power cycles, wiped by reimage and down.
+DATA_DIRS = {"containerd": "/var/lib/containerd"}
+
 SWITCH_SYSCTL = """\
 # rackform lab: a Cumulus switch routes between its ports.
 net.ipv4.ip_forward = 1
@@ -152,7 +158,7 @@ def unmount_disk(spec: NodeSpec) -> bool:
 
 def remove_disk(node_dir: Path) -> None:
     """Delete a node's upper layer (its disk contents); its identity stays."""
-    for folder in (node_dir / "upper", node_dir / "work", node_dir / "merged"):
+    for folder in (node_dir / "upper", node_dir / "work", node_dir / "merged", *(node_dir / d for d in DATA_DIRS)):
         if folder.exists():
             run(["rm", "-rf", "--one-file-system", str(folder)])
 
@@ -180,11 +186,47 @@ def _root_side_mac(mac: str) -> str:
 # --- processes and cgroups -------------------------------------------------------------
 
 def site_cgroup_dirs(site_name: str) -> list[Path]:
-    """The site's cgroup in each hierarchy systemd needs: unified first, then name=systemd."""
+    """The site's cgroup in every hierarchy: unified first, then name=systemd, then each
+    cgroup v1 controller hierarchy (memory, cpu, pids ...) of a v1 (hybrid) machine.
+
+    A node has its own cgroup in the controller hierarchies too, not only in the two systemd
+    needs: nspawn gives the node a cgroup namespace rooted at the cgroups it starts in, and
+    the node's kubelet and runc mount the controller hierarchies afresh there (the lab node
+    setup, rackform.lab.kubelet_host). Left in the caller's cgroup, every node would see one
+    shared tree (the machine's root for cpu), and two kubelets would both own /kubepods.
+    """
     relative = Path("rackform") / site_name
     if (CGROUP_FS / "cgroup.controllers").exists():  # a pure cgroup v2 machine
         return [CGROUP_FS / relative]
-    return [CGROUP_FS / h / relative for h in ("unified", "systemd") if (CGROUP_FS / h).is_dir()]
+    systemd = [CGROUP_FS / h / relative for h in ("unified", "systemd") if (CGROUP_FS / h).is_dir()]
+    return systemd + [hierarchy / relative for hierarchy in controller_hierarchies()]
+
+
+def controller_hierarchies(mounts: Path = Path("/proc/self/mounts")) -> list[Path]:
+    """Where this machine mounts its cgroup v1 controller hierarchies (named ones left out)."""
+    found = []
+    for line in mounts.read_text().splitlines():
+        _, target, fstype, options, *_ = line.split()
+        if fstype == "cgroup" and "name=" not in options and Path(target).parent == CGROUP_FS:
+            found.append(Path(target))
+    return sorted(set(found))
+
+
+def _make_cgroup(folder: Path) -> None:
+    """mkdir -p in a cgroup hierarchy. In a v1 cpuset hierarchy each level gets its parent's
+    CPUs and memory nodes where it has none (v1 leaves a new cpuset empty, and a process
+    cannot join a cpuset without CPUs)."""
+    if (CGROUP_FS / "cgroup.controllers").exists():  # a pure cgroup v2 machine: no v1 cpuset
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    level = CGROUP_FS / folder.relative_to(CGROUP_FS).parts[0]
+    for part in folder.relative_to(level).parts:
+        level = level / part
+        level.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            own = level / name
+            if own.exists() and not own.read_text().strip():
+                own.write_text((level.parent / name).read_text())
 
 
 def cgroup_dirs(state: LabState, spec: NodeSpec) -> list[Path]:
@@ -255,9 +297,11 @@ def start(state: LabState, spec: NodeSpec) -> bool:
     if not netns.netns_exists(spec.netns):
         raise LabError(f"{spec.name}: network namespace {spec.netns} is missing; run `rackform lab up {state.site}`")
     mount_disk(state, spec)
+    for name in DATA_DIRS:
+        (Path(spec.node_dir) / name).mkdir(mode=0o711, exist_ok=True)
     procs = []
     for folder in cgroup_dirs(state, spec):
-        folder.mkdir(parents=True, exist_ok=True)
+        _make_cgroup(folder)
         procs.append(str(folder / "cgroup.procs"))
     if not procs:
         raise LabError(f"no cgroup hierarchy under {CGROUP_FS}")
@@ -285,12 +329,23 @@ def nspawn_command(spec: NodeSpec) -> list[str]:
     --private-network with the path: without it the node lacks CAP_NET_ADMIN and
       /proc/sys/net is read-only (no `ip link set`, no ip_forward on a switch); kernel.*
       and vm.* stay read-only, so a node cannot change the machine's global sysctls.
+    --system-call-filter=@keyring: runc gives every container its own session keyring,
+      and nspawn's seccomp filter refuses keyctl ("unable to join session keyring: unable
+      to create session key: operation not permitted"). (runc's --no-new-keyring would
+      need a containerd setting in the roles; the lab node allows the calls instead.)
+    --bind of each DATA_DIRS folder: /var/lib/containerd on the machine's filesystem, since
+      containerd's overlayfs snapshotter cannot use the node's overlayfs root.
+    Not --capability=CAP_SYS_RESOURCE (to let containers lower their oom_score_adj): the
+      lab machine's processes lack it in their bounding set, so nspawn cannot pass it on;
+      containerd's restrict_oom_score_adj does instead (rackform.lab.kubelet_host).
+    What else a kubelet needs in a node is in the base image (rackform.lab.kubelet_host).
     """
     netns_path = str(netns.NETNS_DIR / spec.netns)
     return ["nsenter", f"--net={netns_path}", "systemd-nspawn", "-b", "-q", "-D", str(spec.merged_dir),
             "-M", spec.machine, f"--hostname={spec.name}", "--register=no", "--keep-unit",
             f"--network-namespace-path={netns_path}", "--private-network", "--link-journal=no",
-            "--resolv-conf=off", "--timezone=off", "--console=passive"]
+            "--resolv-conf=off", "--timezone=off", "--console=passive", "--system-call-filter=@keyring",
+            *(f"--bind={Path(spec.node_dir) / name}:{target}" for name, target in DATA_DIRS.items())]
 
 
 def stop(state: LabState, spec: NodeSpec, soft: bool) -> bool:
