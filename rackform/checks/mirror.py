@@ -62,3 +62,22 @@ def mirror_carries_release(site: Site) -> Iterator[Finding]:
                   f"{version} is not a release the site mirror carries; it carries {carried}: pin one of them, or "
                   f"add {version} to kubernetes.carried and build its bundle (rackform mirror build) "
                   f"[matrix: {matrix.carried_loc}]")
+
+
+@check
+def mirror_carries_multus(site: Site) -> Iterator[Finding]:
+    """Multus and the RDMA networks need Multus' image: a mirror site without it gets neither (a warning)."""
+    from rackform.k8s.cni import MULTUS_IMAGE, multus_left_out
+
+    if site.mirror is None or site.kubernetes is None or site.kubernetes_loc is None:
+        return
+    try:
+        matrix = load_matrix(site.site_path.parent.parent.parent)
+    except SourceError:
+        return
+    if site.kubernetes.version in matrix.carried and multus_left_out(site, matrix):
+        yield Finding("mirror_carries_multus", "warning", site.origin("kubernetes.version", site.kubernetes_loc),
+                      "kubernetes.version",
+                      f"the site mirror's Kubernetes {site.kubernetes.version} carries no {MULTUS_IMAGE} image: "
+                      "Multus and the RDMA NetworkAttachmentDefinitions are not applied (the pod network works "
+                      "without them; GPU pods get no secondary RDMA interfaces)")

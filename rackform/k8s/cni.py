@@ -258,11 +258,21 @@ def cni_manifests(site: Site, matrix: Matrix) -> dict[str, list[Manifest]]:
         files["kube-router.yaml"] = kube_router_manifests(site, matrix)
     if site.kubernetes.cni == "calico":
         files["calico.yaml"] = calico_manifests(site)
-    files["multus.yaml"] = multus_manifests(site, matrix.components["multus"].default)
-    attachments = rdma_attachments(site)
-    if attachments:
-        files["rdma-networks.yaml"] = attachments
+    if not multus_left_out(site, matrix):
+        files["multus.yaml"] = multus_manifests(site, matrix.components["multus"].default)
+        attachments = rdma_attachments(site)
+        if attachments:
+            files["rdma-networks.yaml"] = attachments
     return files
+
+
+def multus_left_out(site: Site, matrix: Matrix) -> bool:
+    """A site served by its mirror gets Multus (and the RDMA networks it attaches) only where the
+    mirror carries Multus' image: otherwise its pods could never start (checks warn)."""
+    if site.mirror is None:
+        return False
+    carried = matrix.carried.get(site.kubernetes.version)
+    return carried is None or MULTUS_IMAGE not in carried.images
 
 
 def matrix_root(site: Site) -> Path:

@@ -20,6 +20,7 @@ site that names one, and a site that is not air-gapped gets the registry names i
 from __future__ import annotations
 
 from ipaddress import IPv4Address
+from pathlib import Path
 from typing import Any
 
 from rackform.model.site import Site
@@ -30,8 +31,6 @@ APT_PATH = "/apt"
 CHARTS_PATH = "/charts"
 REGISTRY_PORT = 5000
 """The OCI registry on the mirror host (Debian's docker-registry)."""
-BUNDLES_DIR = "/var/lib/rackform/mirror/bundles"
-"""On the controller: one folder per carried Kubernetes release, `kubernetes-<release>/`."""
 
 UPSTREAM_REGISTRIES = (
     "registry.k8s.io", "k8s.gcr.io", "gcr.io", "docker.io", "registry-1.docker.io", "ghcr.io", "quay.io", "nvcr.io",
@@ -73,8 +72,19 @@ def image(site: Site, name: str, tag: str, upstream: str | None = None) -> str:
 
 
 def bundle_dir(version: str) -> str:
-    """The controller's bundle of one carried Kubernetes release."""
-    return f"{BUNDLES_DIR}/kubernetes-{version}"
+    """The controller's bundle of one carried Kubernetes release (rackform.mirror.bundle)."""
+    from rackform.mirror.bundle import bundle_path
+
+    return str(bundle_path(version))
+
+
+def bundle_digest(version: str) -> str:
+    """The digest of the bundle's manifest.json, or `none` before `rackform mirror build`: in the
+    rendered variables, so a rebuilt bundle shows up as a changed os stage in `rackform plan`."""
+    from rackform.mirror.manifest import MANIFEST_FILE, file_digest
+
+    manifest = Path(bundle_dir(version)) / MANIFEST_FILE
+    return file_digest(manifest) if manifest.is_file() else "none"
 
 
 def air_gapped(site: Site) -> bool:
@@ -98,6 +108,7 @@ def mirror_group_vars(site: Site) -> dict[str, Any]:
     })
     if site.kubernetes is not None:
         values["site_mirror_bundle"] = bundle_dir(site.kubernetes.version)
+        values["site_mirror_bundle_digest"] = bundle_digest(site.kubernetes.version)
     if not site.mirror.air_gapped:
         values["site_mirror_upstream_registries"] = list(UPSTREAM_REGISTRIES)
     return values

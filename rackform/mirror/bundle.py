@@ -14,8 +14,8 @@ from rackform.mirror.source import ReleasePins
 BUNDLES_DIR = Path(os.environ.get("RACKFORM_MIRROR_BUNDLES", "/var/lib/rackform/mirror/bundles"))
 
 
-def bundle_path(kubernetes_version: str, bundles_dir: Path = BUNDLES_DIR) -> Path:
-    return bundles_dir / f"kubernetes-{kubernetes_version}"
+def bundle_path(kubernetes_version: str, bundles_dir: Path | None = None) -> Path:
+    return (bundles_dir or BUNDLES_DIR) / f"kubernetes-{kubernetes_version}"
 
 
 def release_pins(root: Path, site_name: str | None = None, version: str | None = None) -> ReleasePins:

@@ -81,10 +81,15 @@ def daemonset_images(manifests: list[dict]) -> dict[str, list[str]]:
 
 def test_every_image_comes_from_the_site_mirror_at_the_pinned_release():
     _, manifests = cni_of("lab")
-    assert daemonset_images(manifests) == {
-        "kube-router": ["10.10.0.11:5000/kube-router:v2.1.0"] * 2,
-        "kube-multus-ds": ["10.10.0.11:5000/multus-cni:v4.2.0"] * 2,
-    }
+    assert daemonset_images(manifests) == {"kube-router": ["10.10.0.11:5000/kube-router:v2.1.0"] * 2}
+
+
+def test_a_mirror_without_multus_leaves_multus_and_the_rdma_networks_out_and_validate_says_so(lab_files):
+    from rackform.checks import run_checks
+
+    assert list(cni_group_vars(lab_files.load())["kube_cni_manifests"]) == ["kube-router.yaml"]
+    warnings = [f for f in run_checks(lab_files.load()) if f.check == "mirror_carries_multus"]
+    assert [f.severity for f in warnings] == ["warning"] and "carries no multus-cni image" in warnings[0].message
 
 
 def test_a_site_without_a_mirror_names_the_published_images(lab_files):
@@ -120,6 +125,7 @@ def test_kube_router_may_read_what_it_enforces():
 
 def test_calico_is_still_a_choice(lab_files):
     lab_files.edit("topologies/profiles/kubernetes.yaml", "  cni: kube-router", "  cni: calico")
+    lab_files.edit_site("mirror:\n  host: mgmt-1\n", "")
     files = list(cni_group_vars(lab_files.load())["kube_cni_manifests"])
     assert files == ["calico.yaml", "multus.yaml", "rdma-networks.yaml"]
 
@@ -137,14 +143,15 @@ def test_rdma_attachment_is_a_macvlan_on_its_port_with_pod_addresses_in_the_uppe
     assert (config["type"], config["master"], IPv4Address(config["ipam"]["range_start"]) in upper) == ("macvlan", "fab1", True)
 
 
-def test_crd_comes_before_the_attachments_that_need_it():
-    files = list(cni_group_vars(load_site("lab", REPO))["kube_cni_manifests"])
+def test_crd_comes_before_the_attachments_that_need_it(lab_files):
+    lab_files.edit_site("mirror:\n  host: mgmt-1\n", "")
+    files = list(cni_group_vars(lab_files.load())["kube_cni_manifests"])
     assert files.index("multus.yaml") < files.index("rdma-networks.yaml")
 
 
 def test_cni_manifests_are_rendered_into_the_cluster_group_vars():
     cni = yaml.safe_load(render_files(load_site("lab", REPO))["inventory/group_vars/k8s_cluster/cni.yml"])
-    assert list(cni["kube_cni_manifests"]) == ["kube-router.yaml", "multus.yaml", "rdma-networks.yaml"]
+    assert list(cni["kube_cni_manifests"]) == ["kube-router.yaml"]
 
 
 def test_kubeadm_role_applies_the_cni_after_init_on_the_first_node_only():

@@ -52,7 +52,9 @@ def test_air_gapped_is_the_default(lab_site):
 
 
 def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
-    assert mirror_group_vars(lab_site) == {
+    told = mirror_group_vars(lab_site)
+    assert told.pop("site_mirror_bundle_digest").startswith(("sha256:", "none"))
+    assert told == {
         "site_mirror_host": "mgmt-1",
         "site_mirror_address": "10.10.0.11",
         "site_mirror_apt_url": "http://10.10.0.11:8080/apt",
@@ -188,3 +190,16 @@ def test_an_upstream_address_from_the_inventory_is_refused_and_nothing_is_writte
             f"{UPSTREAM_REGISTRY} (from inventories/lab/group_vars/k8s_cluster.yml:2 (extra_registry)); site lab is "
             f"air-gapped (topologies/sites/lab.yaml:") in err
     assert not (lab_files.root / "build").exists()
+
+
+def test_a_rebuilt_bundle_changes_what_the_nodes_are_told(lab_site, tmp_path, monkeypatch):
+    import rackform.mirror.bundle as bundle
+
+    monkeypatch.setattr(bundle, "BUNDLES_DIR", tmp_path)
+    assert mirror_group_vars(lab_site)["site_mirror_bundle_digest"] == "none"
+    folder = tmp_path / f"kubernetes-{lab_site.kubernetes.version}"
+    folder.mkdir()
+    (folder / "manifest.json").write_text('{"format": 1}')
+    first = mirror_group_vars(lab_site)["site_mirror_bundle_digest"]
+    (folder / "manifest.json").write_text('{"format": 1, "changed": true}')
+    assert first.startswith("sha256:") and mirror_group_vars(lab_site)["site_mirror_bundle_digest"] != first
