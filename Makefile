@@ -1,5 +1,6 @@
 # rackform — the two commands a newcomer needs:
-#   make demo   validate, render and draw the embedded `lab` site
+#   make demo   the embedded `lab` site on this machine: its site mirror built from source,
+#               the lab up, deployed (a real Kubernetes cluster) and verified
 #   make test   the whole test suite
 # Both install what they need on a fresh Debian machine (apt packages and a venv).
 
@@ -11,13 +12,17 @@ STAMP := $(VENV)/.installed
 # The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
 # are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower. The ssh-keys
 # tests scan and log in to real sshd processes (openssh-server; its service is not needed).
-# The site mirror: umoci builds the bundle's OCI images, skopeo pushes them to the mirror's registry.
-APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci
+# The site mirror: umoci builds the bundle's OCI images, skopeo pushes them to the mirror's registry,
+# gcc and libc6-dev build the static pause binary, docker-registry and curl stand in for an
+# upstream registry in the tests. Kubernetes itself is built with Go (>= 1.26, not from apt:
+# the machine's own toolchain, see README).
+APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools \
+	skopeo umoci gcc libc6-dev docker-registry curl
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install apt demo test test-fast bench clean lock
+.PHONY: install apt go demo test test-fast bench clean lock
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -43,13 +48,19 @@ lock:
 	 .lock-venv/bin/pip freeze --exclude-editable | grep -v '^rackform') > requirements.lock
 	rm -rf .lock-venv
 
-install: apt $(STAMP)
+# Building the site mirror from source needs Go 1.26 or newer on the machine.
+go:
+	@command -v go >/dev/null || { echo "Go 1.26 or newer is needed to build Kubernetes from source (rackform mirror build)"; exit 1; }
+	@go version | awk '{split($$3, v, "."); if (v[2] + 0 < 26) { print "Go 1.26 or newer is needed, found " $$3; exit 1 }}'
+
+install: apt go $(STAMP)
 
 # The main job: bring the embedded site up as a lab on this machine (root), deploy
 # it, verify it, and leave it running. A second `make demo` converges with no changes.
 demo: install
 	rackform validate $(SITE)
 	rackform diagram $(SITE)
+	rackform mirror build $(SITE)
 	rackform lab up $(SITE)
 	rackform deploy $(SITE)
 	rackform verify $(SITE)

@@ -1,7 +1,11 @@
-"""A small lab site for the lifecycle tests: two HCI hosts on one Cumulus leaf.
+"""Labs shared between lab test modules.
 
-Its own name (`labtest`) and addresses (10.99.x) keep it apart from the shipped `lab`
-site, so the tests never touch a lab a person has up. It uses the repo's real catalog.
+- `labtest`: a small site for the lifecycle tests, two HCI hosts on one Cumulus leaf. Its
+  own name and addresses (10.99.x) keep it apart from the shipped `lab` site.
+- `shipped_lab`: the shipped `lab` site itself (a real Kubernetes cluster once deployed),
+  brought up once per session from freshly imaged nodes: test_deploy_lab deploys it and
+  leaves it converged, test_kubernetes_lab works on the cluster that deploy made. Its
+  site mirror's bundle is built first (from the cache when nothing changed).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rackform.lab import lab, state
 from labenv import skip_reason
 from sitebuilder import build_site, group_vars, networks, two_hosts_on_a_leaf
 
@@ -49,3 +54,24 @@ def labtest_root(tmp_path_factory) -> Path:
     host_vars = {f"node-{n}": HOST_VARS.format(n=10 + n) for n in (1, 2)} | {"leaf-1": LEAF_VARS}
     return build_site(tmp_path_factory.mktemp("labtest-root"), SITE, SITE_YAML, host_vars,
                       group_vars(SITE, "10.99.0.1"))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_LAB = "lab"
+
+
+@pytest.fixture(scope="session")
+def shipped_lab():
+    """The shipped `lab` site up from freshly imaged nodes, its mirror bundle built; down at the end."""
+    from rackform import cli
+
+    reason = skip_reason(single_worker="the shared `lab` site")
+    if reason:
+        pytest.skip(reason)
+    assert cli.main(["mirror", "build", SHIPPED_LAB, "--root", str(REPO_ROOT)]) == 0, "the site mirror's bundle"
+    quiet = lambda line: None  # noqa: E731
+    lab.down(SHIPPED_LAB, progress=quiet)  # freshly imaged nodes: the first deploy really is the first
+    status = lab.up(SHIPPED_LAB, REPO_ROOT, progress=quiet)
+    assert status.up, "\n".join(status.lines())
+    yield state.load(SHIPPED_LAB)
+    lab.down(SHIPPED_LAB, progress=quiet)

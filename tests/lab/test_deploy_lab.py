@@ -2,8 +2,8 @@
 nothing, and a host that loses power in the middle of a deploy (gpu-2, as the os
 stage starts: after provision and fabric reached it).
 
-Brings the shipped `lab` site up from freshly imaged nodes (`lab down` first, then
-`lab up`) and takes it down at the end. Needs root and the lab's tools (docs/lab.md).
+Works on the session's shipped `lab` site (tests/lab/conftest.py: freshly imaged, its
+mirror bundle built) and leaves it converged: its cluster is test_kubernetes_lab's. Needs root and the lab's tools (docs/lab.md).
 Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_deploy_lab.py
 Deploy times are printed (-s shows them).
 """
@@ -64,16 +64,9 @@ def rackform_deploy() -> Deployed:
 
 
 @pytest.fixture(scope="module")
-def lab_up():
-    reason = skip_reason(single_worker="the shared `lab` site")
-    if reason:
-        pytest.skip(reason)
-    quiet = lambda line: None  # noqa: E731
-    lab.down(SITE, progress=quiet)  # freshly imaged nodes: the first deploy really is the first
-    status = lab.up(SITE, REPO_ROOT, progress=quiet)
-    assert status.up, "\n".join(status.lines())
-    yield state.load(SITE)
-    lab.down(SITE, progress=quiet)
+def lab_up(shipped_lab):
+    """The session's shipped lab (tests/lab/conftest.py): left up, converged, for test_kubernetes_lab."""
+    return shipped_lab
 
 
 @pytest.fixture(scope="module")
