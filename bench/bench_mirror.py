@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,17 +29,16 @@ RACKFORM = [sys.executable, "-m", "rackform.cli"]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
-    """(wall s, CPU s of the children, peak RSS MiB of the biggest child, last output line)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    """(wall s, CPU s, peak RSS MiB of the biggest process in the run's tree, last output line),
+    measured by GNU time around this one run (so each row's peak is its own)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as figures:
+        result = subprocess.run(["/usr/bin/time", "-o", figures.name, "-f", "%e %U %S %M", *argv], cwd=ROOT, env=env,
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"{' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}")
+        wall, user, system, peak_kib = figures.read().split()[-4:]
     last = (result.stdout.strip().splitlines() or [""])[-1]
-    return wall, cpu, after.ru_maxrss / 1024, last
+    return float(wall), float(user) + float(system), int(peak_kib) / 1024, last
 
 
 def main() -> None:

@@ -31,7 +31,8 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("provision", "provision.yml", "BMCs reachable and hardened, hosts powered on from the right boot device"),
     Stage("fabric", "fabric.yml", "switch baseline and lossless RoCE on switches and hosts"),
-    Stage("os", "os.yml", "base OS: hostname, /etc/hosts, time sync, sysctls, fabric MTU"),
+    Stage("os", "os.yml", "the site mirror served and every server pointed at it; base OS: hostname, /etc/hosts, "
+                          "time sync, sysctls, fabric MTU"),
     Stage("kubernetes", "kubernetes.yml", "container runtime and Kubernetes bootstrap"),
     Stage("platform", None, "GPU platform on the cluster: build/<site>/platform/ (kubectl and helm, or pulumi-kubernetes)"),
     Stage("verify", "verify.yml", "post-deploy checks on every host"),

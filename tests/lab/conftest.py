@@ -40,12 +40,24 @@ serial: LABTEST-LEAF-1
 """
 
 
+# Modules that share the shipped lab run one after the other, in this order, so the cluster
+# is not left idling (and taking CPU) while unrelated lab tests run.
+SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_kubernetes_lab.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests that bring up `labtest` need root and the lab's tools; skip them, saying why, otherwise."""
+    """Tests that bring up `labtest` need root and the lab's tools; skip them, saying why, otherwise.
+    The shipped lab's modules are moved next to each other (test_deploy_lab first)."""
     reason = skip_reason(config)
     for item in items:
         if reason and "labtest_root" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.skip(reason=reason))
+    first = next((n for n, item in enumerate(items) if item.path.name in SHIPPED_LAB_MODULES), None)
+    if first is not None:
+        shipped = [item for item in items if item.path.name in SHIPPED_LAB_MODULES]
+        shipped.sort(key=lambda item: SHIPPED_LAB_MODULES.index(item.path.name))  # stable: order within a module kept
+        others = [item for item in items if item.path.name not in SHIPPED_LAB_MODULES]
+        items[:] = others[:first] + shipped + others[first:]
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +74,8 @@ SHIPPED_LAB = "lab"
 
 @pytest.fixture(scope="session")
 def shipped_lab():
-    """The shipped `lab` site up from freshly imaged nodes, its mirror bundle built; down at the end."""
+    """The shipped `lab` site up from freshly imaged nodes, its mirror bundle built; down at the end
+    of the session, or earlier by `shipped_lab_done` (the last module that uses it)."""
     from rackform import cli
 
     reason = skip_reason(single_worker="the shared `lab` site")
@@ -75,3 +88,10 @@ def shipped_lab():
     assert status.up, "\n".join(status.lines())
     yield state.load(SHIPPED_LAB)
     lab.down(SHIPPED_LAB, progress=quiet)
+
+
+@pytest.fixture(scope="module")
+def shipped_lab_done(shipped_lab):
+    """Take the shipped lab down when the module using this (the last of SHIPPED_LAB_MODULES) ends."""
+    yield shipped_lab
+    lab.down(SHIPPED_LAB, progress=lambda line: None)

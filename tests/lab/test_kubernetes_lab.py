@@ -63,8 +63,10 @@ def ssh(state, node: str, command: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(shipped_lab):
-    """The shipped lab deployed (a converge when test_deploy_lab ran first); its state."""
+def cluster(shipped_lab_done):
+    """The shipped lab deployed (a converge when test_deploy_lab ran first); its state. The lab
+    goes down when this module ends: it is the last to use it."""
+    shipped_lab = shipped_lab_done
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["deploy", SITE, "--root", str(REPO_ROOT)])
