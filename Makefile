@@ -16,8 +16,7 @@ STAMP := $(VENV)/.installed
 # gcc and libc6-dev build the static pause binary, docker-registry and curl stand in for an
 # upstream registry in the tests. Kubernetes itself is built with Go (>= 1.26, not from apt:
 # the machine's own toolchain, see README).
-APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools \
-	skopeo umoci gcc libc6-dev docker-registry curl
+APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci gcc libc6-dev docker-registry curl
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)

@@ -87,6 +87,13 @@ def lab_files(site_root: Path) -> SiteFiles:
     return SiteFiles(site_root)
 
 
+@pytest.fixture(scope="session")
+def make_site_files():
+    """`make_site_files(folder)`: SiteFiles over a fresh copy of the repo's inputs in `folder`, for
+    fixtures wider than one test (a test module's own edited site)."""
+    return lambda destination: SiteFiles(copy_inputs(destination))
+
+
 @pytest.fixture()
 def fleet_root(tmp_path: Path, monkeypatch) -> Path:
     """A copy of the repo's sites to deploy without hosts: its own applied state

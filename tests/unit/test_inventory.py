@@ -172,7 +172,8 @@ def test_all_group_keeps_site_settings_and_passes_the_rest(lab_files):
     site = lab_files.load()
 
     assert site.group_vars.domain == "lab.rackform.test"
-    assert site.user_inventory.group_vars["all"].values == {"ansible_host_key_checking": False, "http_proxy": "p"}
+    assert site.user_inventory.group_vars["all"].values == {
+        "ansible_host_key_checking": False, "kubeadm_kube_proxy_conntrack_max_per_core": 0, "http_proxy": "p"}
 
 
 def test_site_setting_typo_in_group_vars_all_suggests_the_key(lab_files):
@@ -302,7 +303,7 @@ def test_empty_group_that_looks_like_a_typo_is_a_warning(lab_files):
         (GPU_1, None, f"{GPU_1}:9: error: gpu-1.fabric_host_mtu: rackform writes 'fabric_host_mtu' itself (from fabric.host in the site design, or a device's roce_overrides)"),
         (GPU_1, None, f"{GPU_1}:9: error: gpu-1.ansible_host: rackform writes 'ansible_host' itself (from management_address in host_vars)"),
         ("inventories/lab/group_vars/gpu.yml", "rack_name: r9\n", "inventories/lab/group_vars/gpu.yml:1: error: gpu.rack_name: rackform writes 'rack_name' itself"),
-        ("inventories/lab/group_vars/all.yml", "kube_version: 1.30.0\n", "inventories/lab/group_vars/all.yml:11: error: all.kube_version: rackform writes 'kube_version' itself (from kubernetes in the site design)"),
+        ("inventories/lab/group_vars/all.yml", "kube_version: 1.30.0\n", "inventories/lab/group_vars/all.yml:14: error: all.kube_version: rackform writes 'kube_version' itself (from kubernetes in the site design)"),
     ],
     ids=["host-fabric-mtu", "ansible-host", "group-rack-name", "all-kube-version"],
 )

@@ -117,11 +117,9 @@ def test_every_node_is_known_by_its_management_address(init_documents, files):
 
 
 @pytest.fixture(scope="module")
-def files_1_30(tmp_path_factory) -> dict[str, bytes]:
+def files_1_30(tmp_path_factory, make_site_files) -> dict[str, bytes]:
     """The lab pinned to Kubernetes 1.30 (no mirror: the mirror carries only 1.36 releases)."""
-    from conftest import SiteFiles, copy_inputs
-
-    site_files = SiteFiles(copy_inputs(tmp_path_factory.mktemp("lab-1.30")))
+    site_files = make_site_files(tmp_path_factory.mktemp("lab-1.30"))
     site_files.edit_site("mirror:\n  host: mgmt-1\n", "")
     site_files.edit_site("  control_plane: [mgmt-1", '  version: "1.30.9"\n  control_plane: [mgmt-1')
     return render_files(site_files.load())

@@ -32,7 +32,9 @@ def test_the_wheel_carries_roles_templates_catalog_and_host_checks(rackform_whee
                    "rackform/_assets/plugins/modules/ipmi.py", "rackform/_assets/plugins/module_utils/rackform_ipmi_lan.py",
                    "rackform/_assets/templates/collection/galaxy.yml.j2", "rackform/_assets/CHANGELOG.md",
                    "rackform/_assets/topologies/blocks/dgx-h100.yaml", "rackform/_assets/topologies/versions.yaml",
-                   "rackform/_assets/infra/conftest.py", "rackform/_assets/stacks/__main__.py"):
+                   "rackform/_assets/infra/conftest.py", "rackform/_assets/stacks/__main__.py",
+                   "rackform/_assets/sources/kubernetes/1.36.3/go.mod",
+                   "rackform/_assets/sources/kubernetes/1.36.3/go.sum"):
         assert wanted in names
     assert not [name for name in names if "/.venv/" in name or "__pycache__" in name]
 
