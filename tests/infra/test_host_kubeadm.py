@@ -1,10 +1,11 @@
 """Stage kubernetes (role kubeadm): the cluster itself, asked as a person would ask it.
 
 On every cluster node the kubelet runs and the node's own Node object is Ready (asked with
-the kubelet's credentials). On each control-plane node: the API answers /readyz through
-the API's virtual IP, every cluster machine of the inventory is a Ready node, the local
-etcd member reports healthy and the cluster has one started etcd member per control-plane
-node, and the cluster DNS resolves kubernetes.default to the API's service address.
+the kubelet's credentials). On each control-plane node: the API answers /readyz through the
+API's virtual IP, every cluster machine of the inventory is a Ready node, the local etcd
+member reports healthy and the cluster has one started etcd member per control-plane node,
+and the cluster DNS resolves kubernetes.default to the API's service address. A host where
+the stage stopped visibly (no Kubernetes packages to be had) is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ for _ in range(count):
     if kind == 1 and size == 4: print(socket.inet_ntoa(reply[at:at + 4])); break
     at += size
 """
+
+
+@pytest.fixture(autouse=True)
+def bootstrapped(host, role_setting) -> None:
+    """Skip, saying why, on a host where the kubernetes stage stopped visibly (no Kubernetes
+    packages to be had: the role's local fact says so): there is no cluster to check there."""
+    fact = host.file(role_setting(ROLE, "kubeadm_local_fact_file"))
+    if fact.exists:
+        try:
+            stop = json.loads(fact.content_string or "{}")
+        except ValueError:
+            stop = {}
+        if stop.get("bootstrap") == "stopped":
+            pytest.skip(f"the Kubernetes bootstrap stopped on this host ({stop.get('reason', 'no reason recorded')}): "
+                        "the kubernetes stage said STOPPED, there is no cluster to check")
 
 
 def _ready(node: dict) -> str:
