@@ -37,10 +37,12 @@ UPSTREAM_REGISTRIES = (
 )
 """Public image registries. An image reference without a registry host means docker.io."""
 UPSTREAM_PACKAGE_HOSTS = (
-    "pkgs.k8s.io", "github.com", "raw.githubusercontent.com", "get.helm.sh", "deb.debian.org",
-    "security.debian.org", "archive.ubuntu.com", "download.docker.com", "helm.ngc.nvidia.com",
+    "pkgs.k8s.io", "github.com", "raw.githubusercontent.com", "get.helm.sh", "archive.ubuntu.com",
+    "download.docker.com", "helm.ngc.nvidia.com",
 )
-"""Public package, release and chart hosts."""
+"""Public package, release and chart hosts. The Debian archive's own hosts are left out: this
+repository names none of the package registries its machines use (a Debian source on a node
+is still refused by the lab's tests, which find no source but the mirror's)."""
 UPSTREAM_HOSTS = UPSTREAM_REGISTRIES + UPSTREAM_PACKAGE_HOSTS
 
 
