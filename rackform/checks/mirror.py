@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from rackform.checks import check
 from rackform.checks.findings import Finding
-from rackform.k8s.versions import load_matrix
+from rackform.k8s.versions import Matrix, load_matrix
 from rackform.model.site import Site
 from rackform.model.source import Loc, SourceError
 
@@ -44,15 +44,25 @@ def mirror_host(site: Site) -> Iterator[Finding]:
                       "the nodes could not reach the mirror")
 
 
+def _mirror_site_matrix(site: Site) -> Matrix | None:
+    """The version matrix of a site with a mirror and Kubernetes; None otherwise, or where the
+    matrix itself is broken (the platform check reports that)."""
+    from rackform.k8s.cni import matrix_root
+
+    if site.mirror is None or site.kubernetes is None or site.kubernetes_loc is None:
+        return None
+    try:
+        return load_matrix(matrix_root(site))
+    except SourceError:
+        return None
+
+
 @check
 def mirror_carries_release(site: Site) -> Iterator[Finding]:
     """The pinned Kubernetes release is one the site mirror carries."""
-    if site.mirror is None or site.kubernetes is None or site.kubernetes_loc is None:
+    matrix = _mirror_site_matrix(site)
+    if matrix is None:
         return
-    try:
-        matrix = load_matrix(site.site_path.parent.parent.parent)
-    except SourceError:
-        return  # the platform check reports a broken matrix
     version = site.kubernetes.version
     if version in matrix.carried:
         return
@@ -69,11 +79,8 @@ def mirror_carries_multus(site: Site) -> Iterator[Finding]:
     """Multus and the RDMA networks need Multus' image: a mirror site without it gets neither (a warning)."""
     from rackform.k8s.cni import MULTUS_IMAGE, multus_left_out
 
-    if site.mirror is None or site.kubernetes is None or site.kubernetes_loc is None:
-        return
-    try:
-        matrix = load_matrix(site.site_path.parent.parent.parent)
-    except SourceError:
+    matrix = _mirror_site_matrix(site)
+    if matrix is None:
         return
     if site.kubernetes.version in matrix.carried and multus_left_out(site, matrix):
         yield Finding("mirror_carries_multus", "warning", site.origin("kubernetes.version", site.kubernetes_loc),
