@@ -8,6 +8,10 @@ SHELL := /bin/bash
 VENV := .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
+# The Helm client the platform stage runs (from PATH), built from sources/helm/ like the mirror's binaries.
+HELM := $(VENV)/bin/helm
+# promtool, which checks and unit-tests the alert rules (tests/unit/test_alerts.py), built from sources/prometheus/.
+PROMTOOL := $(VENV)/bin/promtool
 # Debian packages the tool and its tests use (installed when missing; needs root or sudo).
 # The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
 # are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower. The ssh-keys
@@ -21,7 +25,7 @@ SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install apt go demo test test-fast bench clean lock
+.PHONY: install apt go tools promtool demo test test-fast bench clean lock
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -52,7 +56,20 @@ go:
 	@command -v go >/dev/null || { echo "Go 1.26 or newer is needed to build Kubernetes from source (rackform mirror build)"; exit 1; }
 	@go version | awk '{split($$3, v, "."); if (v[2] + 0 < 26) { print "Go 1.26 or newer is needed, found " $$3; exit 1 }}'
 
-install: apt go $(STAMP)
+# helm, built from its Go module (sources/helm/<version>/) into the mirror's Go build cache
+# (/var/lib/rackform/mirror/cache/go, once per version and inputs) and copied into the venv.
+tools: $(HELM)
+
+$(HELM): $(STAMP) rackform/mirror/tools.py $(wildcard sources/helm/*/go.mod sources/helm/*/go.sum) | go
+	$(VENV)/bin/python -m rackform.mirror.tools --install $@
+
+install: apt go $(STAMP) tools
+
+# promtool (Prometheus 3.16.0) the same way: built once into the Go build cache, linked into the venv.
+promtool: $(PROMTOOL)
+
+$(PROMTOOL): $(STAMP) rackform/k8s/promtool.py $(wildcard sources/prometheus/*/go.mod sources/prometheus/*/go.sum) | go
+	$(VENV)/bin/python -m rackform.k8s.promtool --link $@
 
 # The main job: bring the embedded site up as a lab on this machine (root), deploy
 # it, verify it, and leave it running. A second `make demo` converges with no changes.
@@ -74,11 +91,11 @@ demo: install
 # Unit tests in parallel; then the lab suite in one process (its module-scoped labs
 # must not be split across xdist workers; the first run builds the lab's Debian base image).
 # The lab run lists its 15 slowest tests, to keep the suite lean.
-test: install
+test: install promtool
 	pytest -n 2 -q -m "not lab"
 	pytest -p no:xdist -q -m lab --durations=15 tests/lab
 
-test-fast: install
+test-fast: install promtool
 	pytest -n 2 -q -m "not slow and not lab"
 
 bench: install

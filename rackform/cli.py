@@ -77,6 +77,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "validate", validate, validate.HELP)
     add(commands, "deploy", deploy, deploy.HELP)
     add(commands, "plan", plan, plan.HELP)
+    add(commands, "gitops", gitops := __import__("rackform.commands.gitops", fromlist=["run"]), gitops.HELP)
     add(commands, "rollout", rollout, rollout.HELP)
     add(commands, "bmc", bmc, "Talk to the site's BMCs over IPMI: status (power, watts, firmware) and power actions.")
     add(commands, "discover", discover, "Scan an out-of-band range for BMCs not in the inventory and add them.")

@@ -23,6 +23,8 @@ from rackform.model.site import Site
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INPUT_FOLDERS = ("topologies", "inventories")
+LAB_KUBERNETES_PIN = '  version: "1.36.1"\n'
+"""The lab's own kubernetes.version line: one patch behind the matrix default, so its tests can upgrade it."""
 
 
 class SiteFiles:
@@ -50,6 +52,10 @@ class SiteFiles:
 
     def edit_site(self, old: str, new: str, site: str = "lab") -> None:
         self.edit(f"topologies/sites/{site}.yaml", old, new)
+
+    def pin_lab_kubernetes(self, version: str | None) -> None:
+        """Replace the lab's kubernetes.version pin with `version`; None removes it (the matrix default)."""
+        self.edit_site(LAB_KUBERNETES_PIN, "" if version is None else f'  version: "{version}"\n')
 
     def edit_host_vars(self, host: str, old: str, new: str, site: str = "lab") -> None:
         self.edit(f"inventories/{site}/host_vars/{host}.yml", old, new)

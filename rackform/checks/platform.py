@@ -43,3 +43,32 @@ def _key(conflict: Conflict, version_locs: dict[str, Loc]) -> str:
     if conflict.component in version_locs:
         return f"platform.versions.{conflict.component}"
     return "kubernetes.version"
+
+
+@check
+def platform_tenants(site: Site) -> Iterator[Finding]:
+    """The tenants' guaranteed GPUs fit in the site's GPUs, and the releases named are the platform's."""
+    from rackform.k8s.manifests import PLATFORM_COMPONENTS
+    from rackform.k8s.queues import site_gpus
+
+    if site.kubernetes is None:
+        return
+    try:
+        design = load_platform(site)
+    except SourceError:
+        return  # platform_versions reports it
+    for name in design.releases or ():
+        if name not in PLATFORM_COMPONENTS:
+            yield Finding("platform_tenants", "error", design.releases_loc or site.loc, "platform.releases",
+                          f"'{name}' is not a platform component; expected some of {', '.join(PLATFORM_COMPONENTS)}")
+    total, guaranteed = site_gpus(site), sum(tenant.gpus for tenant in design.tenants)
+    if guaranteed > total:
+        last = design.tenants[-1]
+        shares = ", ".join(f"{tenant.name} {tenant.gpus}" for tenant in design.tenants)
+        yield Finding("platform_tenants", "error", last.loc, "platform.tenants",
+                      f"the tenants are guaranteed {guaranteed} GPUs ({shares}) but the site has {total}: a guarantee "
+                      f"is a queue's nominal quota, and the queues could not all get theirs; lower them or add GPU blocks")
+    if design.tenants and "kueue" not in (design.releases or PLATFORM_COMPONENTS):
+        yield Finding("platform_tenants", "warning", design.releases_loc or design.loc or site.loc, "platform.releases",
+                      "Kueue is not installed: the tenants get their GPU quota ceilings but no queues, no borrowing "
+                      "and no fair share")

@@ -35,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="SSH key Ansible connects with (default: $ANSIBLE_PRIVATE_KEY_FILE, else the lab's key when "
              "`rackform lab up SITE` is up on this machine, else SSH's own default)",
     )
+    parser.add_argument(
+        "--prune-tenant", dest="prune_tenants", metavar="TENANT", action="append", default=[],
+        help="delete this tenant's namespace (and everything in it) and its queue: only a tenant removed from "
+             "topologies/platform/SITE.yaml, which the platform keeps until told (`rackform plan` lists them); repeatable",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="a line for every task result, ok and skipped too")
 
 
@@ -42,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from rackform.run import interrupt
     from rackform.run.environment import StageEnvironmentError
     from rackform.run.progress import ProgressDisplay
+    from rackform.run.retained import PruneRefused
     from rackform.run.sitelock import SiteLocked
     from rackform.run.stages import run_stages
     from rackform.run.summary import summary_lines
@@ -50,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
         site_run = run_stages(
             args.site, args.root, args.stages, limit=args.limit, check=args.check, diff=args.diff,
             progress=ProgressDisplay(sys.stdout, verbose=args.verbose), private_key=args.private_key,
-            say=print,
+            say=print, prune_tenants=args.prune_tenants,
         )
+    except PruneRefused as error:
+        print(f"rackform: {args.site}: {error}", file=sys.stderr)
+        return 2
     except (StageEnvironmentError, SiteLocked) as error:
         print(f"rackform: {error}", file=sys.stderr)
         return 1

@@ -87,7 +87,7 @@ def _build(args: argparse.Namespace, pins, bundle: Path) -> int:
 def _summary(report) -> None:
     artifacts = report.manifest.artifacts
     size_mib = sum(p.stat().st_size for p in report.bundle.rglob("*") if p.is_file()) / (1 << 20)
-    kinds = ", ".join(f"{sum(a.kind == kind for a in artifacts)} {kind}s" for kind in ("deb", "image")
+    kinds = ", ".join(f"{sum(a.kind == kind for a in artifacts)} {kind}s" for kind in ("deb", "image", "chart")
                       if any(a.kind == kind for a in artifacts))
     if report.unchanged:
         print(f"bundle {report.bundle}: unchanged (its inputs are the same): {kinds}, {size_mib:.0f} MiB")

@@ -103,6 +103,9 @@ def plan_lines(plan) -> list[str]:
     for stage in plan.stages:
         lines.append(f"  {STATUS_MARK[stage.status]} {stage.stage.ljust(width)}  {stage.status:<9}  {stage.reason}")
         lines += [f"      {change.change:<8} {change.path}" for change in stage.files]
+    for tenant in plan.retained_tenants:
+        lines.append(f"  - tenant {tenant}: removed from the design; its namespace (and everything in it) stays on "
+                     f"the cluster until `rackform deploy {plan.site} --stage platform --prune-tenant {tenant}`")
     return lines
 
 

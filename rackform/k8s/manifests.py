@@ -13,7 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackform.k8s.alerts import alert_rules
+from rackform.k8s.gpu_sharing import gpu_operator_values, merge_values, sharing_manifests
 from rackform.k8s.platform import PlatformDesign, Tenant
+from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
 from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
 from rackform.k8s.versions import Matrix
 from rackform.model.site import Host, Site
@@ -25,8 +28,12 @@ NFS_PROVISIONER = "nfs.csi.k8s.io"
 """csi-driver-nfs (kubernetes-csi); installed with the storage stack, not by this module."""
 NVMEOF_PROVISIONER = "nvmeof.csi.k8s.io"
 """Placeholder name for an NVMe-oF CSI driver (estimate: the seed names no driver)."""
-PLATFORM_COMPONENTS = ("kube_prometheus_stack", "network_operator", "gpu_operator", "training_operator")
-"""Helm releases the platform installs, in install order; Calico belongs to the bootstrap."""
+PLATFORM_COMPONENTS = ("kube_prometheus_stack", "network_operator", "gpu_operator", "training_operator", "kueue")
+"""Helm releases the platform installs, in install order; Calico belongs to the bootstrap. A site's
+platform file may install fewer (`releases:`)."""
+SITE_MIRROR_CHARTS = "site-mirror"
+"""The chart repository alias of the charts the site mirror's bundle carries (built here, from
+their modules): it resolves to the mirror's /charts/ unless the platform file maps it."""
 RELEASE_NEEDS: dict[str, tuple[str, ...]] = {
     # dcgmExporter.serviceMonitor in the GPU Operator's values is a ServiceMonitor, a CRD that
     # kube-prometheus-stack installs; the driver with rdma.enabled loads nvidia-peermem against
@@ -88,24 +95,84 @@ def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None
     return meta
 
 
+FIELD_MANAGER = "rackform"
+"""Who applies the platform's objects (kubectl --server-side --field-manager, rackform.run.platform_apply)."""
+PULUMI_FIELD_MANAGER = "pulumi.com/patchFieldManager"
+"""The annotation pulumi-kubernetes takes its field manager from. Under Pulumi the namespaces are
+also stack resources (protected): with the same manager as kubectl's, the two applies own the
+same fields and neither undoes the other (without it in the rendered files, each kubectl apply
+would drop the annotation and every preview would show the namespaces updated)."""
+
+
 def namespace(name: str, labels: dict[str, str] | None = None) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+    metadata = _meta(name, labels=labels)
+    metadata["annotations"] = {PULUMI_FIELD_MANAGER: FIELD_MANAGER}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 # ------------------------------------------------------------------ tenants
 
 
-def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None) -> list[Manifest]:
+POD_SECURITY_LABEL = "pod-security.kubernetes.io"
+POD_SECURITY_REASON = "rackform.io/pod-security-reason"
+"""Annotation on a tenant namespace whose level the design loosened: the design's reason, visible in the cluster."""
+WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+READ_VERBS = ("get", "list", "watch")
+TENANT_WORKLOADS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("", ("pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward", "services", "endpoints",
+          "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts")),
+    ("apps", ("deployments", "statefulsets", "replicasets")),
+    ("batch", ("jobs", "cronjobs")),
+    ("kubeflow.org", ("*",)),
+    ("policy", ("poddisruptionbudgets",)),
+)
+"""What a tenant admin runs and changes in its namespace. No daemonsets: nodes are shared."""
+TENANT_READ_ONLY: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("", ("events", "resourcequotas", "limitranges")),
+    ("networking.k8s.io", ("networkpolicies",)),
+    ("rbac.authorization.k8s.io", ("roles", "rolebindings")),
+    ("kueue.x-k8s.io", ("localqueues", "workloads")),
+    ("k8s.cni.cncf.io", ("network-attachment-definitions",)),
+)
+"""What a tenant admin may see but not change: its quota, limits, policies, its own bindings, its queue."""
+
+
+def tenant_role_rules() -> list[dict[str, Any]]:
+    """Run workloads; read (never write) quotas, limit ranges, network policies, RBAC and queues."""
+    def rules(groups, verbs):
+        return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+                for group, resources in groups]
+    return rules(TENANT_WORKLOADS, WRITE_VERBS) + rules(TENANT_READ_ONLY, READ_VERBS)
+
+
+def tenant_namespace(tenant: Tenant) -> Manifest:
+    """The namespace with its Pod Security level enforced (and audited and warned) at `latest`."""
+    labels = {"rackform.io/tenant": tenant.name}
+    for mode in ("enforce", "audit", "warn"):
+        labels[f"{POD_SECURITY_LABEL}/{mode}"] = tenant.pod_security
+        labels[f"{POD_SECURITY_LABEL}/{mode}-version"] = "latest"
+    manifest = namespace(tenant.name, labels)
+    if tenant.pod_security_reason:
+        manifest["metadata"]["annotations"][POD_SECURITY_REASON] = tenant.pod_security_reason
+    return manifest
+
+
+def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None, total_gpus: int | None = None) -> list[Manifest]:
     """A tenant's namespace, GPU quota, admin Role + RoleBinding, network policies and its
-    copies of the RDMA attachments (`attachments`, built for its namespace)."""
+    copies of the RDMA attachments (`attachments`, built for its namespace).
+
+    The quota is the tenant's ceiling: its guarantee plus what it may borrow (its Kueue
+    queue admits up to that; rackform.k8s.queues), within the site's `total_gpus`.
+    """
     ns = tenant.name
     role = f"{ns}-admin"
+    ceiling = tenant.gpus if total_gpus is None else gpu_ceiling(tenant, total_gpus)
     return [
-        namespace(ns, {"rackform.io/tenant": ns}),
+        tenant_namespace(tenant),
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("gpu-quota", ns),
-         "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(tenant.gpus)}}},
+         "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(ceiling)}}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, ns),
-         "rules": [{"apiGroups": ["", "apps", "batch", "kubeflow.org"], "resources": ["*"], "verbs": ["*"]}]},
+         "rules": tenant_role_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, ns),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user} for user in tenant.admins]},
@@ -137,9 +204,14 @@ def tenant_network_policies(ns: str) -> list[Manifest]:
     ]
 
 
-def tenant_attachments(site: Site, design: PlatformDesign, tenant: Tenant) -> list[Manifest]:
+def tenant_attachments(site: Site, design: PlatformDesign, tenant: Tenant, matrix: Matrix | None = None) -> list[Manifest]:
     """The RDMA rails in the tenant's namespace; only with the RDMA shared device plugin, whose
-    resource the attachments name (SR-IOV networks are the SR-IOV operator's own objects)."""
+    resource the attachments name (SR-IOV networks are the SR-IOV operator's own objects), and
+    only where the kubernetes stage installs Multus, whose CRD they are."""
+    from rackform.k8s.cni import multus_left_out
+
+    if matrix is not None and site.kubernetes is not None and multus_left_out(site, matrix):
+        return []
     return rdma_attachments(site, tenant.name) if design.network == "rdma_shared" else []
 
 
@@ -206,11 +278,12 @@ def gpu_dashboard(namespace_name: str) -> Manifest:
 # ------------------------------------------------------------------ Helm releases
 
 
-def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str, Any]:
+def helm_values(component: str, site: Site, design: PlatformDesign, version: str = "") -> dict[str, Any]:
     if component == "gpu_operator":
-        return {"driver": {"enabled": True, "rdma": {"enabled": True}}, "toolkit": {"enabled": True},
+        base = {"driver": {"enabled": True, "rdma": {"enabled": True}}, "toolkit": {"enabled": True},
                 "devicePlugin": {"enabled": True},
                 "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}}
+        return merge_values(base, gpu_operator_values(design.gpu_sharing))
     if component == "network_operator":
         rdma_shared = design.network == "rdma_shared"
         values: dict[str, Any] = {"deployCR": True, "sriovNetworkOperator": {"enabled": not rdma_shared},
@@ -219,15 +292,51 @@ def helm_values(component: str, site: Site, design: PlatformDesign) -> dict[str,
             values["rdmaSharedDevicePlugin"]["resources"] = [
                 {"name": "rdma_shared_device_a", "ifNames": fabric_interfaces(site)}]
         return values
+    if component == "kueue":
+        return kueue_values(site, version)
     if component == "kube_prometheus_stack":
         return {"grafana": {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}},
                 "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False}}}
     return {}
 
 
-def repository_url(alias: str, design: PlatformDesign) -> str:
-    """The site's mirror for a repository alias, else an unresolvable placeholder."""
-    return design.helm_repositories.get(alias, f"{REPOSITORY_NOT_SET}/{alias}")
+KUEUE_IMAGE = "kueue"
+
+
+def kueue_values(site: Site, chart_version: str) -> dict[str, Any]:
+    """The Kueue chart's values: its controller from the site mirror, its configuration ours.
+
+    The chart as the module carries it names a moving staging tag (`release-0.17`, pulled
+    Always): the image is pinned to the release's own tag, `v<chart version>`, as the site
+    mirror's bundle pushes it, and pulled only when the node lacks it."""
+    from rackform.k8s import site_mirror
+
+    values: dict[str, Any] = {"managerConfig": {"controllerManagerConfigYaml": kueue_configuration()}}
+    registry = site_mirror.registry(site)
+    if registry is not None:
+        values["controllerManager"] = {"manager": {"image": {
+            "repository": f"{registry}/{KUEUE_IMAGE}", "tag": f"v{chart_version}", "pullPolicy": "IfNotPresent"}}}
+    return values
+
+
+def repository_url(alias: str, design: PlatformDesign, site: Site | None = None) -> str:
+    """The site's mirror for a repository alias, else an unresolvable placeholder. The
+    site mirror's own charts need no entry: the alias `site-mirror` is its /charts/."""
+    if alias in design.helm_repositories:
+        return design.helm_repositories[alias]
+    if alias == SITE_MIRROR_CHARTS and site is not None:
+        from rackform.k8s import site_mirror
+
+        url = site_mirror.charts_url(site)
+        if url is not None:
+            return url
+    return f"{REPOSITORY_NOT_SET}/{alias}"
+
+
+def installed_components(design: PlatformDesign) -> tuple[str, ...]:
+    """The platform components whose releases the site installs, in install order."""
+    wanted = PLATFORM_COMPONENTS if design.releases is None else design.releases
+    return tuple(name for name in PLATFORM_COMPONENTS if name in wanted)
 
 
 def helm_releases(site: Site, design: PlatformDesign, matrix: Matrix) -> list[HelmRelease]:
@@ -235,12 +344,13 @@ def helm_releases(site: Site, design: PlatformDesign, matrix: Matrix) -> list[He
     the Pulumi releases are built from, so the two cannot drift."""
     chosen = matrix.chosen(design.versions)
     releases = []
-    for name in PLATFORM_COMPONENTS:
+    installed = installed_components(design)
+    for name in installed:
         component = matrix.components[name]
         releases.append(HelmRelease(
             name, component.chart, chosen[name], component.namespace,
-            repository_url(component.chart.split("/", 1)[0], design), helm_values(name, site, design),
-            tuple(release_name(need) for need in RELEASE_NEEDS.get(name, ())),
+            repository_url(component.chart.split("/", 1)[0], design, site), helm_values(name, site, design, chosen[name]),
+            tuple(release_name(need) for need in RELEASE_NEEDS.get(name, ()) if need in installed),
         ))
     return releases
 
@@ -254,9 +364,24 @@ def component_namespace(name: str, matrix: Matrix) -> Manifest:
 
 
 def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:
-    """Every plain object the platform creates, namespaces first (others live in them)."""
-    component_namespaces = [component_namespace(name, matrix) for name in PLATFORM_COMPONENTS]
+    """Every plain object the platform creates before its releases, namespaces first (others live in them)."""
+    installed = installed_components(design)
+    component_namespaces = [component_namespace(name, matrix) for name in installed]
+    total_gpus = site_gpus(site)
     tenants = [manifest for tenant in design.tenants
-               for manifest in tenant_manifests(tenant, tenant_attachments(site, design, tenant))]
-    monitoring = matrix.components["kube_prometheus_stack"].namespace
-    return [*component_namespaces, *storage_classes(site, design), gpu_dashboard(monitoring), *tenants]
+               for manifest in tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus)]
+    monitoring = [gpu_dashboard(matrix.components["kube_prometheus_stack"].namespace)] \
+        if "kube_prometheus_stack" in installed else []
+    sharing = sharing_manifests(design.gpu_sharing, matrix.components["gpu_operator"].namespace) \
+        if "gpu_operator" in installed else []
+    return [*component_namespaces, *storage_classes(site, design), *monitoring, *sharing, *tenants]
+
+
+def after_release_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:
+    """Objects of the releases' own kinds, applied once the releases installed their CRDs and
+    webhooks: the GPU and node alert rules (kube-prometheus-stack's PrometheusRule) and the
+    tenants' Kueue queues."""
+    installed = installed_components(design)
+    alerts = [alert_rules(matrix.components["kube_prometheus_stack"].namespace)] \
+        if "kube_prometheus_stack" in installed else []
+    return [*alerts, *(queue_manifests(site, design) if "kueue" in installed else [])]

@@ -7,7 +7,13 @@ The site schema has no tenants or platform choices, so they live in their own fi
       versions: {gpu_operator: v24.9.1} # overrides of topologies/versions.yaml defaults
       nfs_export: /export/models
       helm_repositories: {nvidia: https://helm-mirror.example.com/nvidia}  # the site's Helm mirror
-      tenants: [{name: research, gpus: 8, admins: [alice]}]
+      releases: [kueue]                 # the Helm releases this site installs (default: all)
+      tenants:
+        - name: research
+          gpus: 8                       # guaranteed: its queue's nominal GPU quota
+          borrow: 8                     # GPUs over the guarantee it may borrow while others idle (default: any)
+          admins: [alice]
+          pod_security: {level: baseline, reason: "..."}   # an exception to `restricted`, with why
 
 A site without the file gets the defaults and no tenants.
 """
@@ -18,12 +24,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackform.k8s.gpu_sharing import GpuSharing, parse_gpu_sharing
 from rackform.model.site import Site
 from rackform.model.source import LineDict, LineList, Loc, SourceError, display_path, load_yaml
 
 NETWORK_MODES = ("rdma_shared", "sriov")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-KNOWN_KEYS = {"network", "versions", "nfs_export", "helm_repositories", "tenants"}
+KNOWN_KEYS = {"network", "versions", "nfs_export", "helm_repositories", "releases", "tenants", "gpu_sharing"}
+TENANT_KEYS = {"name", "gpus", "borrow", "admins", "pod_security"}
+POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
+"""Pod Security Standards levels, strictest first (doc: Kubernetes Pod Security Standards)."""
+DEFAULT_POD_SECURITY = "restricted"
 REPOSITORY_SCHEMES = ("https://", "http://")
 """What `helm --repo` and Pulumi's repository_opts accept: a classic chart repository URL."""
 
@@ -32,8 +43,15 @@ REPOSITORY_SCHEMES = ("https://", "http://")
 class Tenant:
     name: str
     gpus: int
+    """Guaranteed GPUs: the nominal quota of the tenant's queue."""
     admins: tuple[str, ...]
     loc: Loc
+    borrow: int | None = None
+    """GPUs over the guarantee the tenant may borrow from idle quota; None: as many as the site has."""
+    pod_security: str = DEFAULT_POD_SECURITY
+    """The Pod Security Standards level enforced in its namespace."""
+    pod_security_reason: str | None = None
+    """Why the design loosened `pod_security` (required for anything but restricted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +62,12 @@ class PlatformDesign:
     nfs_export: str = "/export/models"
     helm_repositories: dict[str, str] = field(default_factory=dict)
     """Chart repository alias (the `nvidia` of `nvidia/gpu-operator`) -> the site's mirror URL."""
+    releases: tuple[str, ...] | None = None
+    """The platform components whose Helm releases this site installs; None: every one."""
+    releases_loc: Loc | None = None
     tenants: tuple[Tenant, ...] = ()
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
+    """How each GPU block's GPUs are shared (MIG or time-slicing; whole GPUs by default)."""
     loc: Loc | None = None
     """The file's `platform:` line; None when the site has no platform file."""
 
@@ -78,13 +101,20 @@ def load_platform(site: Site) -> PlatformDesign:
     if not isinstance(tenants, LineList):
         raise SourceError(block.key_loc("tenants"), "platform.tenants", "expected a list")
     repositories = _repositories(block)
+    releases = block.get("releases")
+    if releases is not None and (not isinstance(releases, LineList) or not all(isinstance(r, str) for r in releases)):
+        raise SourceError(block.key_loc("releases"), "platform.releases",
+                          "expected a list of platform components, e.g. [kueue, kube_prometheus_stack]")
     return PlatformDesign(
         network=network,
         versions={str(k): str(v) for k, v in versions.items()},
         version_locs={str(k): versions.key_loc(k) for k in versions},
         nfs_export=str(block.get("nfs_export", "/export/models")),
         helm_repositories=repositories,
+        releases=None if releases is None else tuple(str(r) for r in releases),
+        releases_loc=block.key_loc("releases") if releases is not None else None,
         tenants=tuple(_tenant(tenants, index) for index in range(len(tenants))),
+        gpu_sharing=parse_gpu_sharing(block.get("gpu_sharing"), site, block.key_loc("gpu_sharing")),
         loc=data.key_loc("platform"),
     )
 
@@ -106,13 +136,41 @@ def _tenant(tenants: LineList, index: int) -> Tenant:
     key = f"platform.tenants[{index}]"
     if not isinstance(entry, LineDict) or "name" not in entry:
         raise SourceError(loc, key, "expected a mapping with name, gpus, admins")
+    unknown = sorted(set(entry) - TENANT_KEYS)
+    if unknown:
+        raise SourceError(entry.key_loc(unknown[0]), f"{key}.{unknown[0]}",
+                          f"unknown key; expected one of {', '.join(sorted(TENANT_KEYS))}")
     name = str(entry["name"])
     if not DNS_LABEL.match(name):
         raise SourceError(loc, f"{key}.name", f"'{name}' is not a Kubernetes namespace name (lower-case DNS label)")
     gpus = entry.get("gpus", 0)
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         raise SourceError(loc, f"{key}.gpus", f"{gpus!r}: expected a whole number of GPUs, 0 or more")
+    borrow = entry.get("borrow")
+    if borrow is not None and (not isinstance(borrow, int) or isinstance(borrow, bool) or borrow < 0):
+        raise SourceError(entry.key_loc("borrow"), f"{key}.borrow",
+                          f"{borrow!r}: expected a whole number of GPUs the tenant may borrow, 0 or more")
     admins = entry.get("admins") or []
     if not isinstance(admins, list):
         raise SourceError(loc, f"{key}.admins", "expected a list of user names")
-    return Tenant(name, gpus, tuple(str(a) for a in admins), loc)
+    level, reason = _pod_security(entry, key)
+    return Tenant(name, gpus, tuple(str(a) for a in admins), loc, borrow, level, reason)
+
+
+def _pod_security(entry: LineDict, key: str) -> tuple[str, str | None]:
+    """The tenant's Pod Security level and, for an exception to `restricted`, its reason."""
+    if "pod_security" not in entry:
+        return DEFAULT_POD_SECURITY, None
+    block, loc = entry["pod_security"], entry.key_loc("pod_security")
+    if not isinstance(block, LineDict):
+        raise SourceError(loc, f"{key}.pod_security", "expected a mapping {level: baseline, reason: why}")
+    level = str(block.get("level", DEFAULT_POD_SECURITY))
+    if level not in POD_SECURITY_LEVELS:
+        raise SourceError(loc, f"{key}.pod_security.level",
+                          f"'{level}': expected one of {', '.join(POD_SECURITY_LEVELS)}")
+    reason = block.get("reason")
+    if level != DEFAULT_POD_SECURITY and not (isinstance(reason, str) and reason.strip()):
+        raise SourceError(loc, f"{key}.pod_security.reason",
+                          f"an exception to `{DEFAULT_POD_SECURITY}` ({level}) needs a reason: say why the tenant's "
+                          f"pods need it")
+    return level, str(reason).strip() if isinstance(reason, str) else None

@@ -64,6 +64,12 @@ def registry(site: Site) -> str | None:
     return f"{address}:{REGISTRY_PORT}" if address is not None else None
 
 
+def charts_url(site: Site) -> str | None:
+    """The site mirror's chart repository (Helm's `--repo`): the charts its bundle carries."""
+    address = mirror_address(site)
+    return f"http://{address}:{APT_PORT}{CHARTS_PATH}" if address is not None else None
+
+
 def image(site: Site, name: str, tag: str, upstream: str | None = None) -> str:
     """`<registry>/<name>:<tag>` on a site with a mirror; else `<upstream or name>:<tag>`, as
     published (a site without a mirror pulls from wherever its nodes are configured to)."""
@@ -104,7 +110,7 @@ def mirror_group_vars(site: Site) -> dict[str, Any]:
     values.update({
         "site_mirror_address": str(address),
         "site_mirror_apt_url": f"http://{address}:{APT_PORT}{APT_PATH}",
-        "site_mirror_charts_url": f"http://{address}:{APT_PORT}{CHARTS_PATH}",
+        "site_mirror_charts_url": charts_url(site),
         "site_mirror_registry": f"{address}:{REGISTRY_PORT}",
         "site_mirror_air_gapped": site.mirror.air_gapped,
     })

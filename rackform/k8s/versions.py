@@ -67,10 +67,13 @@ class CarriedRelease:
     version: str
     source: str
     images: dict[str, Pinned]
-    """The images kubeadm and the CNI of this release need besides the control plane's own."""
+    """The images kubeadm, the CNI and the carried platform controllers (Kueue) of this release need
+    besides the control plane's own."""
     packages: dict[str, Pinned]
     """Packages besides kubeadm, kubelet and kubectl (kubernetes-cni)."""
     loc: Loc
+    charts: dict[str, Pinned] = field(default_factory=dict)
+    """Helm charts the bundle carries (`charts/<name>-<version>.tgz`), name -> chart version."""
 
     def image_tags(self) -> dict[str, str]:
         """Every image of the release's bundle, name -> tag: the control plane at v<release>, then the pinned ones."""
@@ -205,7 +208,8 @@ def _carried(kubernetes: LineDict, shown: str) -> dict[str, CarriedRelease]:
             raise SourceError(releases.key_loc(version), key, "expected a mapping with source, images, packages")
         carried[version] = CarriedRelease(
             version, str(entry["source"]), _pins(entry, "images", "tag", key, shown),
-            _pins(entry, "packages", "version", key, shown), releases.key_loc(version))
+            _pins(entry, "packages", "version", key, shown), releases.key_loc(version),
+            _pins(entry, "charts", "version", key, shown))
     return carried
 
 

@@ -9,15 +9,17 @@ A bundle is a folder (`bundle.BUNDLES_DIR/kubernetes-<version>/`):
     manifest.json       every artifact: kind, name, version or tag, path, digest, source
     apt/                a flat apt repository (Packages, Packages.gz, Release, the .debs)
     images/<name>_<tag> one OCI image layout per image
-    charts/             Helm charts, where the site's platform has any
+    charts/             a Helm chart repository: <chart>-<version>.tgz and index.yaml (Kueue's)
 
 It is filled one of two ways, into the same format:
-- from source (`rackform.mirror.source`): Kubernetes, etcd, CoreDNS, the CNI plugins and
-  kube-router built from their Go modules at the versions sources/ pins (go.mod, go.sum),
-  packaged as .debs (dpkg-deb) and OCI images (umoci); builds are cached by version and
-  digest under `cache.CACHE_DIR`, so a second build builds nothing;
+- from source (`rackform.mirror.source`): Kubernetes, etcd, CoreDNS, the CNI plugins,
+  kube-router and Kueue built from their Go modules at the versions sources/ pins (go.mod, go.sum),
+  packaged as .debs (dpkg-deb), OCI images (umoci) and Kueue's chart (`rackform.mirror.charts`);
+  builds are cached by version and digest under `cache.CACHE_DIR`, so a second build
+  builds nothing;
 - from upstream on a connected machine (`rackform.mirror.upstream`): the same artifacts
-  copied from the upstream package repository and registry, checked against their indexes.
+  copied from the upstream package repository and registry, checked against their indexes
+  (Kueue is carried by a build from source only).
 """
 
 from __future__ import annotations

@@ -17,14 +17,20 @@ from rackform.mirror.oci import CREATED
 CHECKSUMS = (("MD5Sum", "MD5sum", "md5"), ("SHA1", "SHA1", "sha1"), ("SHA256", "SHA256", "sha256"))
 
 
-def write_indexes(repo: Path, label: str) -> list[Path]:
+LABEL = "rackform site mirror"
+"""The same for every release's bundle: apt refuses a source whose Release changes its Origin,
+Label, Suite or Codename (`changed its 'Label' value`), and an upgrade moves a site's mirror
+from one release's bundle to the next."""
+
+
+def write_indexes(repo: Path) -> list[Path]:
     """(Re)write Packages, Packages.gz and Release for every .deb in `repo`; return them."""
     stanzas = [_stanza(deb) for deb in sorted(repo.glob("*.deb"))]
     packages = "\n".join(stanzas).encode()
     (repo / "Packages").write_bytes(packages)
     # mtime=0: the same packages always give the same Packages.gz (and Release).
     (repo / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
-    release = ["Origin: rackform", f"Label: {label}", "Suite: ./", "Architectures: amd64 all",
+    release = ["Origin: rackform", f"Label: {LABEL}", "Suite: ./", "Architectures: amd64 all",
                f"Date: {_release_date()}"]
     for release_key, _field, algorithm in CHECKSUMS:
         release.append(f"{release_key}:")

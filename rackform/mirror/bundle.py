@@ -38,5 +38,7 @@ def release_pins(root: Path, site_name: str | None = None, version: str | None =
                                     f"the site mirror does not carry Kubernetes {version}; it carries "
                                     f"{', '.join(matrix.carried) or 'no release'}")])
     images = {name: pinned.version for name, pinned in release.images.items()}
+    chart = release.charts.get("kueue")
     return ReleasePins(version, images["etcd"], images["coredns"], images["pause"],
-                       "v" + release.packages["kubernetes-cni"].version.lstrip("v"), images["kube-router"])
+                       "v" + release.packages["kubernetes-cni"].version.lstrip("v"), images["kube-router"],
+                       images.get("kueue"), chart.version if chart is not None else None)

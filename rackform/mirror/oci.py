@@ -29,6 +29,8 @@ class ImageSpec:
     entrypoint: Sequence[str] = ()
     env: Sequence[str] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
     labels: dict[str, str] = field(default_factory=dict)
+    user: str = "0:0"
+    """The config's `User` (uid:gid): 65532:65532 for a controller that runs as non-root, like distroless'."""
 
 
 def build(spec: ImageSpec, layout: Path) -> str:
@@ -43,7 +45,7 @@ def build(spec: ImageSpec, layout: Path) -> str:
         run(["umoci", "insert", "--rootless", "--image", image, "--history.created", CREATED,
              "--history.created_by", f"rackform mirror: {spec.name} layer {number}", tree, "/"])
     config = ["umoci", "config", "--image", image, "--created", CREATED, "--history.created", CREATED,
-              "--os", "linux", "--architecture", "amd64", "--config.user", "0:0"]
+              "--os", "linux", "--architecture", "amd64", "--config.user", spec.user]
     for word in spec.entrypoint:
         config += ["--config.entrypoint", word]
     for variable in spec.env:

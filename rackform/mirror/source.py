@@ -11,12 +11,17 @@ What is built, from sources/<component>/<version>/ (Go modules holding only go.m
 | pause | pause.c in the k8s.io/kubernetes module, gcc -static | image `pause:3.10.2` |
 | bridge, host-local, loopback, portmap | github.com/containernetworking/plugins | .deb `kubernetes-cni 1.10.0-1.1` |
 | kube-router | github.com/cloudnativelabs/kube-router/v2 | image `kube-router:v2.1.0` |
+| kueue (its manager) | sigs.k8s.io/kueue cmd/kueue | image `kueue:v0.17.0` (`/manager`, user 65532) |
+| Kueue's Helm chart | `charts/kueue` of the same module | `charts/kueue-0.17.0.tgz` and `charts/index.yaml` |
 
 Image tags are the ones kubeadm of that release asks for (`kubeadm config images list`), so
 kubeadm pulls them from the site mirror by its `imageRepository` alone. kube-proxy and
 kube-router carry Debian's nft, iptables and ipset beside their binary (they program the
-node's netfilter through those tools). The node-side Debian packages the debs depend on,
-and keepalived for the API's virtual IP, are copied from this machine's apt sources.
+node's netfilter through those tools). Kueue's image is laid out as upstream's Dockerfile
+lays it (distroless static: `/manager`, run as 65532:65532) and its chart is packaged from the
+module Go downloaded for the build, so image and chart come from the same checked source.
+The node-side Debian packages the debs depend on, and keepalived for the API's virtual IP,
+are copied from this machine's apt sources.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackform.mirror import MirrorError, apt_repo, debian, debs, gobuild, oci, run
+from rackform.mirror import MirrorError, apt_repo, charts, debian, debs, gobuild, oci, run
 from rackform.mirror.manifest import Artifact, Manifest, file_digest
 from rackform.paths import SOURCES_DIR
 
@@ -62,6 +67,12 @@ RestartSec=10
 WantedBy=multi-user.target
 """
 
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+NONROOT = "65532:65532"
+"""uid:gid of distroless' `nonroot` user, which upstream's Kueue image runs as."""
+NONROOT_PASSWD = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+NONROOT_GROUP = "root:x:0:\nnonroot:x:65532:\n"
+
 # How kubeadm starts the kubelet: the flags file and the config it writes at init/join.
 KUBEADM_DROP_IN = """\
 [Service]
@@ -85,6 +96,15 @@ class ReleasePins:
     pause: str
     cni_plugins: str
     kube_router: str
+    kueue: str | None = None
+    """Kueue's image tag (v0.17.0); None: the release's bundle carries no Kueue."""
+    kueue_chart: str | None = None
+    """The version of Kueue's Helm chart (0.17.0), packaged from the same module as the image."""
+
+    def __post_init__(self) -> None:
+        if (self.kueue is None) != (self.kueue_chart is None):
+            raise MirrorError(f"Kubernetes {self.kubernetes}: Kueue's image and chart are carried together "
+                              f"(image {self.kueue or 'not pinned'}, chart {self.kueue_chart or 'not pinned'})")
 
     @property
     def kube_tag(self) -> str:
@@ -119,7 +139,7 @@ def go_builds(pins: ReleasePins, sources: Path = SOURCES_DIR) -> dict[str, gobui
                                    for name, value in version_vars.items()]
     kube_commands = ("kubeadm", "kubelet", "kubectl", "kube-apiserver", "kube-controller-manager",
                      "kube-scheduler", "kube-proxy")
-    return {
+    specs = {
         "kubernetes": gobuild.GoBuild("kubernetes", pins.kubernetes, source_dir("kubernetes", pins.kubernetes, sources),
                                       {f"k8s.io/kubernetes/cmd/{name}": name for name in kube_commands},
                                       tuple(kube_ldflags)),
@@ -138,6 +158,13 @@ def go_builds(pins: ReleasePins, sources: Path = SOURCES_DIR) -> dict[str, gobui
                                        ("-s", "-w", "-X github.com/cloudnativelabs/kube-router/v2/pkg/version."
                                                     f"Version={pins.kube_router}")),
     }
+    if pins.kueue is not None:
+        # The manager binary upstream's Makefile builds (`make build`: bin/manager), version stamped as it stamps it.
+        specs["kueue"] = gobuild.GoBuild("kueue", pins.kueue, source_dir("kueue", pins.kueue, sources),
+                                         {f"{KUEUE_MODULE}/cmd/kueue": "manager"},
+                                         ("-s", "-w", f"-X {KUEUE_MODULE}/pkg/version.GitVersion={pins.kueue}",
+                                          f"-X {KUEUE_MODULE}/pkg/version.BuildDate={oci.CREATED}"))
+    return specs
 
 
 def _module_version(image_tag: str) -> str:
@@ -178,8 +205,8 @@ def fill(pins: ReleasePins, bundle: Path, progress: Progress = print, sources: P
         manifest.artifacts += _images(pins, binaries, pause, work, progress)
         manifest.artifacts += _debs(pins, binaries, work / "apt")
         manifest.artifacts += _node_packages(work / "apt")
-        apt_repo.write_indexes(work / "apt", f"rackform Kubernetes {pins.kubernetes}")
-        (work / "charts").mkdir()
+        apt_repo.write_indexes(work / "apt")
+        manifest.artifacts += _charts(pins, specs, work / "charts", progress)
         manifest.write(work)
         (work / INPUTS_FILE).write_text(inputs + "\n")
         _replace(bundle, work)
@@ -195,7 +222,7 @@ def _inputs_key(pins: ReleasePins, specs: dict[str, gobuild.GoBuild], toolchain:
     for name in sorted(specs):
         digest.update(f"{name}={gobuild.cache_key(specs[name], toolchain)}".encode())
     for module in (Path(__file__), Path(debs.__file__), Path(oci.__file__), Path(apt_repo.__file__),
-                   Path(debian.__file__)):
+                   Path(debian.__file__), Path(charts.__file__)):
         digest.update(module.read_bytes())
     digest.update(run(["apt-cache", "policy", *NODE_PACKAGES, *NETFILTER_TOOLS]).stdout.encode())
     return digest.hexdigest()
@@ -280,6 +307,8 @@ def _images(pins: ReleasePins, binaries: dict[str, dict[str, Path]], pause: Path
             work / "kube-router-root", {"/usr/local/bin/kube-router": binaries["kube-router"]["kube-router"]})],
             entrypoint=("/usr/local/bin/kube-router",)),
     ]
+    if "kueue" in binaries:
+        specs.append(kueue_image(pins.kueue or "", binaries["kueue"]["manager"], work / "kueue-root"))
     artifacts = []
     for spec in specs:
         path = f"images/{spec.name}_{spec.tag}"
@@ -289,6 +318,47 @@ def _images(pins: ReleasePins, binaries: dict[str, dict[str, Path]], pause: Path
         shutil.rmtree(scratch)
     progress(f"  {len(artifacts)} images")
     return artifacts
+
+
+def kueue_image(tag: str, manager: Path, root: Path) -> oci.ImageSpec:
+    """Kueue's controller as upstream's Dockerfile builds it on distroless static: `/manager` as the
+    entrypoint (the chart's Deployment runs `command: [/manager]`), user 65532:65532, an /etc/passwd
+    that names it, and a world-writable /tmp."""
+    _binary_tree(root, {"/manager": manager})
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc/passwd").write_text(NONROOT_PASSWD)
+    (root / "etc/group").write_text(NONROOT_GROUP)
+    for name in ("passwd", "group"):
+        (root / "etc" / name).chmod(0o644)
+    (root / "tmp").mkdir(exist_ok=True)
+    (root / "tmp").chmod(0o1777)
+    (root / "home/nonroot").mkdir(parents=True, exist_ok=True)
+    return oci.ImageSpec("kueue", tag, [root], entrypoint=("/manager",), user=NONROOT)
+
+
+def module_dir(module: str, version: str, cwd: Path) -> Path:
+    """Where Go's module cache holds `module@version` (downloaded and checked against go.sum of `cwd`)."""
+    listed = json.loads(run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=cwd).stdout)
+    if listed.get("Error") or not listed.get("Dir"):
+        raise MirrorError(f"{module}@{version}: {listed.get('Error') or 'not in the module cache'}")
+    return Path(listed["Dir"])
+
+
+def _charts(pins: ReleasePins, specs: dict[str, gobuild.GoBuild], out: Path, progress: Progress) -> list[Artifact]:
+    """Kueue's chart from the module its image is built from, and the repository's index.yaml."""
+    out.mkdir()
+    if pins.kueue is None or pins.kueue_chart is None:
+        return []
+    chart_dir = module_dir(KUEUE_MODULE, pins.kueue, specs["kueue"].module_dir) / "charts/kueue"
+    meta = charts.metadata(chart_dir)
+    if (str(meta["version"]), str(meta.get("appVersion"))) != (pins.kueue_chart, pins.kueue):
+        raise MirrorError(f"{chart_dir}/Chart.yaml: version {meta['version']}, appVersion {meta.get('appVersion')}; "
+                          f"the matrix pins chart {pins.kueue_chart} for image {pins.kueue}")
+    archive = charts.package(chart_dir, out)
+    charts.write_index(out)
+    progress(f"  chart {archive.name}")
+    return [Artifact("chart", str(meta["name"]), pins.kueue_chart, f"charts/{archive.name}", file_digest(archive),
+                     "built")]
 
 
 def _debs(pins: ReleasePins, binaries: dict[str, dict[str, Path]], apt: Path) -> list[Artifact]:

@@ -76,8 +76,10 @@ def fill(pins: ReleasePins, bundle: Path, upstream: Upstream, progress: Progress
         progress(f"fetching the Kubernetes {pins.kubernetes} packages from {upstream.apt_url}")
         manifest.artifacts += _debs(pins, upstream, work / "apt")
         manifest.artifacts += _node_packages(work / "apt")
-        apt_repo.write_indexes(work / "apt", f"rackform Kubernetes {pins.kubernetes}")
+        apt_repo.write_indexes(work / "apt")
         manifest.artifacts += _images(pins, upstream, work, progress)
+        if pins.kueue is not None:
+            progress(f"  Kueue {pins.kueue} (image and chart) is carried by a build from source only: not copied")
         (work / "charts").mkdir()
         manifest.write(work)
         _replace(bundle, work)

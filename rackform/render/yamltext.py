@@ -6,7 +6,8 @@ str, int, float, bool, None and (from inventory variables) dates, so this writer
 fraction of the time. Strings are written plain only when PyYAML's own resolver
 reads them back as strings (no `yes`, `1e3`, `12:30:00` surprises); everything
 else is double-quoted with JSON escapes, which YAML accepts as-is. Multi-line
-strings become literal blocks (`|`) so generated text stays readable.
+strings become literal blocks (`|`) so generated text stays readable, and a one-line
+string too long for one line (MAX_LINE) a folded block (`>-`) broken at its spaces.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ _RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
 # Characters that are safe in a plain scalar in both block and flow context.
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*")
-_LITERAL_LINE = re.compile(r"[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?|")
+_LITERAL_LINE = re.compile(r"( *[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?)?")
+"""A line a literal block keeps as it is: printable, no trailing blank; indented by spaces
+(never the first line, which sets the block's indentation)."""
 _INDENT = "  "
+MAX_LINE = 160
+"""The longest line yamllint (ansible-lint's production profile) accepts in the rendered project."""
 
 
 # Words YAML 1.1 reads as booleans or null when they start with a letter
@@ -94,6 +99,26 @@ def _literal_block(value: str, indent: str) -> str | None:
     return header + "".join(f"\n{indent}{line}" if line else "\n" for line in lines)
 
 
+def _folded_block(value: str, indent: str) -> str | None:
+    """`>-` block text for a one-line string too long after its key, on lines of its own at most
+    MAX_LINE long where it has spaces to break at; None when it would not round-trip. A break is
+    only made at a single space between two other characters: folding reads it back as that space."""
+    if not value or not value.isprintable() or value[0] == " " or value[-1] == " ":
+        return None
+    width = max(MAX_LINE - len(indent), 40)
+    breaks = [index for index in range(1, len(value) - 1)
+              if value[index] == " " and value[index - 1] != " " and value[index + 1] != " "]
+    lines, start = [], 0
+    while breaks and len(value) - start > width:
+        fitting = [index for index in breaks if index - start <= width]
+        end = fitting[-1] if fitting else breaks[0]  # a word longer than the width keeps its line
+        lines.append(value[start:end])
+        start = end + 1
+        breaks = [index for index in breaks if index > end]
+    lines.append(value[start:])
+    return ">-" + "".join(f"\n{indent}{line}" for line in lines)
+
+
 def _is_flat_list(value: list) -> bool:
     return all(item is None or isinstance(item, (str, int, bool, float)) for item in value)
 
@@ -124,8 +149,11 @@ def _write_entry(prefix: str, item: Any, indent: str, out: list[str]) -> None:
     if kind is str:
         if "\n" in item and (block := _literal_block(item, indent + _INDENT)):
             out.append(f"{prefix} {block}")
+        elif len(prefix) + 1 + len(line := scalar(item)) > MAX_LINE and (
+                block := _folded_block(item, indent + _INDENT)):
+            out.append(f"{prefix} {block}")
         else:
-            out.append(f"{prefix} {scalar(item)}")
+            out.append(f"{prefix} {line}")
     elif kind is dict:
         if item:
             out.append(prefix)

@@ -51,6 +51,8 @@ class AppliedStage:
     failed_hosts: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     """Path -> short sha256 of each rendered file the stage read (names what changed since)."""
+    retained_tenants: list[str] = field(default_factory=list)
+    """Platform stage: tenants removed from the design whose namespaces were kept (rackform.run.retained)."""
 
 
 def state_dir(root: Path) -> Path:

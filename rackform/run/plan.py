@@ -24,6 +24,9 @@ from pathlib import Path
 
 from rackform.pipeline import STAGES, VERIFY_STAGE, build_dir, load_and_check, stage_fingerprints
 from rackform.run import applied
+from rackform.run.retained import retained_tenants
+
+PLATFORM = "platform"
 
 NEW, CHANGED, PENDING, UNCHANGED, BLOCKED = "new", "changed", "pending", "unchanged", "blocked"
 TO_RUN = (NEW, CHANGED, PENDING)
@@ -59,13 +62,16 @@ class SitePlan:
     stages: list[StagePlan]
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     project_dir: Path | None = None
+    retained_tenants: list[str] = field(default_factory=list)
+    """Tenants removed from the design whose namespaces the platform keeps (rackform.run.retained)."""
 
     @property
     def to_run(self) -> list[str]:
         return [stage.stage for stage in self.stages if stage.runs]
 
     def as_dict(self) -> dict:
-        return {"site": self.site, "to_run": self.to_run, "stages": [stage.as_dict() for stage in self.stages]}
+        return {"site": self.site, "to_run": self.to_run, "stages": [stage.as_dict() for stage in self.stages],
+                "retained_tenants": self.retained_tenants}
 
 
 def plan_site(site_name: str, root: Path) -> SitePlan:
@@ -102,7 +108,8 @@ def compare(site: str, files: dict[str, bytes], last: dict[str, applied.AppliedS
             continue
         digest, inputs = fingerprints[stage.name]
         plans.append(_stage_plan(stage.name, digest, inputs, last.get(stage.name), plans))
-    return SitePlan(site, plans, files, project_dir)
+    kept = retained_tenants(last.get(PLATFORM), files) if PLATFORM in fingerprints else []
+    return SitePlan(site, plans, files, project_dir, kept)
 
 
 def _stage_plan(stage: str, digest: str, inputs: dict[str, str], was: applied.AppliedStage | None,

@@ -6,6 +6,8 @@ The `platform` stage has no playbook: `rackform deploy --stage platform` calls
     kubectl apply --server-side --field-manager=rackform -k manifests
     helm upgrade <release> <chart> --install --repo <url> --version <pinned> --namespace <ns>
          --values helm/<release>/values.yaml --wait --atomic --timeout <s>s     (per release, releases.yaml order)
+    kubectl apply --server-side --field-manager=rackform -k after-releases    (when rendered: Kueue queues)
+    kubectl delete clusterqueue <tenant>; kubectl delete namespace <tenant>    (per --prune-tenant only)
 
 In check mode the same commands run with `--dry-run=server` (helm 3.13 or later) instead of
 waiting. It stops at the first failure, as Pulumi stops at a failed resource. Both tools
@@ -19,14 +21,16 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from rackform.k8s.manifests import REPOSITORY_NOT_SET
+from rackform.k8s.manifests import FIELD_MANAGER, REPOSITORY_NOT_SET
 from rackform.render.platform_files import (
+    AFTER_RELEASES_DIR,
+    AFTER_RELEASES_KUSTOMIZATION,
     HELM_DIR,
     KUSTOMIZATION,
     MANIFESTS_DIR,
@@ -39,11 +43,16 @@ from rackform.run.ansible import RunResult, TaskFailure
 
 FETCHED_KUBECONFIG = Path("artifacts") / "kubeconfig"
 """Where the kubernetes stage fetches the admin kubeconfig, relative to build/<site>/."""
-FIELD_MANAGER = "rackform"
 MANIFESTS_TIMEOUT_S = 300
 HELM_GRACE_S = 60
 """Seconds beyond helm's own --timeout before the process is given up on."""
 STDERR_TAIL_CHARS = 600
+PRUNE_TIMEOUT_S = 300
+"""A namespace's deletion waits for its pods to stop and their finalizers."""
+AFTER_RELEASES_ATTEMPTS = 10
+RETRY_PAUSE_S = 6.0
+"""A release's admission webhook (Kueue's) answers some seconds after its Deployment is Ready
+(helm --wait): its objects are applied again until it does, a minute at most."""
 CLUSTER = "cluster"
 """The `host` of a platform failure: the platform acts on the cluster, not on a machine."""
 
@@ -62,6 +71,8 @@ class Step:
     """What a person reads: `kubectl apply -k manifests`, `helm upgrade --install gpu-operator`."""
     argv: tuple[str, ...]
     timeout_s: int
+    attempts: int = 1
+    """Tries before the step fails: more than one where a release's webhook may still be starting."""
 
 
 def platform_kubeconfig(project_dir: Path, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -125,8 +136,10 @@ def _binaries(environ: Mapping[str, str]) -> tuple[str, str]:
     return found["kubectl"], found["helm"]  # type: ignore[return-value]
 
 
-def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = False) -> list[Step]:
-    """The commands, in order, that apply build/<site>/platform/ (run from that folder)."""
+def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = False,
+                   prune_tenants: Collection[str] = ()) -> list[Step]:
+    """The commands, in order, that apply build/<site>/platform/ (run from that folder), then delete
+    the tenants `prune_tenants` names (removed from the design: rackform.run.retained)."""
     platform_dir = Path(project_dir) / PLATFORM_DIR
     if not (Path(project_dir) / KUSTOMIZATION).is_file():
         raise PlatformUnavailable(f"{platform_dir} has no manifests: a site without `kubernetes:` has no platform; "
@@ -148,6 +161,19 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
             "--namespace", str(release["namespace"]),
             "--values", f"{helm_dir}/{name}/{release.get('values') or VALUES_FILE}", *finish,
         ), timeout_s + HELM_GRACE_S))
+    if (Path(project_dir) / AFTER_RELEASES_KUSTOMIZATION).is_file():
+        after = os.path.relpath(Path(project_dir) / AFTER_RELEASES_DIR, platform_dir)
+        steps.append(Step(f"kubectl apply -k {after}",
+                          (kubectl, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k", after, *dry_run),
+                          MANIFESTS_TIMEOUT_S, AFTER_RELEASES_ATTEMPTS))
+    for tenant in sorted(prune_tenants):
+        steps += [
+            Step(f"delete tenant {tenant}'s queue", (kubectl, "delete", "clusterqueues.kueue.x-k8s.io", tenant,
+                                                     "--ignore-not-found", *dry_run), MANIFESTS_TIMEOUT_S),
+            Step(f"delete tenant {tenant}'s namespace", (kubectl, "delete", "namespace", tenant, "--ignore-not-found",
+                                                         f"--timeout={PRUNE_TIMEOUT_S}s", *dry_run),
+                 PRUNE_TIMEOUT_S + HELM_GRACE_S),
+        ]
     return steps
 
 
@@ -176,6 +202,7 @@ def apply_platform(
     check: bool = False,
     progress: Callable[[str], object] | None = None,
     environ: Mapping[str, str] | None = None,
+    prune_tenants: Collection[str] = (),
 ) -> RunResult:
     """Apply build/<site>/platform/ to the cluster `kubeconfig` reaches.
 
@@ -190,14 +217,19 @@ def apply_platform(
             f"the kubernetes stage fetched none to {project_dir / FETCHED_KUBECONFIG} and $KUBECONFIG names no file")
         raise PlatformUnavailable(f"no kubeconfig for site {project_dir.name}: {where}")
     kubectl, helm = _binaries(environ)
-    steps = platform_steps(project_dir, kubectl, helm, check=check)
+    steps = platform_steps(project_dir, kubectl, helm, check=check, prune_tenants=prune_tenants)
     env = {**environ, "KUBECONFIG": str(Path(kubeconfig).resolve())}
     started = time.monotonic()
     rc, failure = 0, None
     for step in steps:
         if progress is not None:
             progress(step.task)
-        rc, failure = _run(step, project_dir / PLATFORM_DIR, env)
+        for attempt in range(step.attempts):
+            if attempt:
+                time.sleep(RETRY_PAUSE_S)
+            rc, failure = _run(step, project_dir / PLATFORM_DIR, env)
+            if failure is None:
+                break
         if failure is not None:
             break
     return RunResult(
@@ -206,12 +238,15 @@ def apply_platform(
     )
 
 
-def check_ready(project_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
+def check_ready(project_dir: Path, environ: Mapping[str, str] | None = None, *,
+                kubeconfig_to_come: bool = False) -> Path | None:
     """The kubeconfig to apply the platform with; PlatformUnavailable, saying what is missing,
-    when it cannot be applied from here (checked before a deploy starts, so the summary says why)."""
+    when it cannot be applied from here (checked before a deploy starts, so the summary says why).
+    `kubeconfig_to_come`: the run bootstraps the cluster first, which fetches it (None is returned
+    while it is not there yet)."""
     environ = dict(os.environ if environ is None else environ)
     kubeconfig = platform_kubeconfig(project_dir, environ)
-    if kubeconfig is None:
+    if kubeconfig is None and not kubeconfig_to_come:
         raise PlatformUnavailable(f"no kubeconfig for site {Path(project_dir).name}: the kubernetes stage fetched "
                                   f"none to {Path(project_dir) / FETCHED_KUBECONFIG} and $KUBECONFIG names no file")
     _binaries(environ)

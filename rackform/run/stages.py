@@ -27,13 +27,14 @@ from pathlib import Path
 from rackform.checks import Finding
 from rackform.pipeline import build_dir, load_and_check, stage_fingerprints
 from rackform.render.writer import WriteResult
-from rackform.run import applied
+from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
 from rackform.run.deploy import DeployReport, Progress, Runner, StepRun, deploy, plan_steps
 from rackform.run.environment import stage_environment
 from rackform.run.sitelock import site_lock
 
 PLATFORM_STAGE = "platform"
+KUBERNETES_STAGE = "kubernetes"
 INCOMPLETE_PREFIX = "incomplete:"
 """Marks a digest whose run left hosts out: the stage stays pending (Pulumi diffs on it too)."""
 
@@ -70,12 +71,14 @@ def run_stages(
     via: str = "cli",
     runner: Runner | None = None,
     say: Callable[[str], None] | None = None,
+    prune_tenants: Collection[str] = (),
 ) -> SiteRun:
     """Render, then run validate.yml and `stages` (all by default) of the site; see the module doc.
 
     Raises BadInput / DesignRejected for a design with errors (nothing rendered or run),
     StageEnvironmentError when the vault cannot be kept safely, SiteLocked when another
-    process deploys the site.
+    process deploys the site, PruneRefused when `prune_tenants` names a tenant that is not
+    one removed from the design and still on the cluster (rackform.run.retained).
     """
     root = Path(root)
     site, warnings = load_and_check(site_name, root)
@@ -84,16 +87,22 @@ def run_stages(
 
     files = render_files(site)
     project_dir = build_dir(root, site.name)
+    if prune_tenants:
+        if stages is not None and PLATFORM_STAGE not in stages:
+            raise retained.PruneRefused("--prune-tenant deletes tenants in the platform stage: run it too "
+                                        "(--stage platform); nothing was run")
+        last = applied.load(root, site.name).get(PLATFORM_STAGE)
+        retained.check_prune(prune_tenants, retained.retained_tenants(last, files), site.name)
     with site_lock(root, site.name, say=say):
         rendered = write_project(files, project_dir)
         if say is not None:
             say(_render_line(site.name, project_dir, rendered))
-        steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir))
+        steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir, check=check))
         wanted = {step.name for step in steps if step.not_run is None}
         env = stage_environment(site, wanted, private_key=private_key, given=envvars, say=say)
         report = deploy(
             site.name, project_dir, steps, limit=limit, check=check, progress=progress, envvars=env.envvars,
-            runner=runner, stage_runners=_stage_runners(project_dir, env.envvars, wanted), diff=diff,
+            runner=runner, stage_runners=_stage_runners(project_dir, env.envvars, wanted, prune_tenants), diff=diff,
             left_out=left_out,
         )
         ran = {run.step.name for run in report.runs if run.result is not None}
@@ -101,7 +110,7 @@ def run_stages(
         digests = {name: digest for name, (digest, _inputs) in fingerprints.items()}
         inputs = {name: files_read for name, (_digest, files_read) in fingerprints.items()}
         recorded = {} if check else _record(root, site.name, report, digests, inputs,
-                                            limit=limit, via=via, left_out=left_out)
+                                            limit=limit, via=via, left_out=left_out, pruned=prune_tenants)
     return SiteRun(site.name, report, rendered, project_dir, warnings, digests, recorded)
 
 
@@ -110,26 +119,32 @@ def _render_line(site: str, project_dir: Path, rendered: WriteResult) -> str:
             f"{len(rendered.removed)} removed)")
 
 
-def unavailable_stages(stages: Sequence[str] | None, project_dir: Path) -> dict[str, str]:
-    """Stage -> why it cannot run from here (only the platform stage can be unavailable)."""
+def unavailable_stages(stages: Sequence[str] | None, project_dir: Path, *, check: bool = False) -> dict[str, str]:
+    """Stage -> why it cannot run from here (only the platform stage can be unavailable).
+
+    A run that bootstraps the cluster first (the kubernetes stage, for real) fetches the
+    kubeconfig the platform needs: its absence now is no reason; every other one is.
+    """
     if stages is not None and PLATFORM_STAGE not in stages:
         return {}
-    reason = platform_unavailable(project_dir)
+    bootstraps = not check and (stages is None or KUBERNETES_STAGE in stages)
+    reason = platform_unavailable(project_dir, kubeconfig_to_come=bootstraps)
     return {PLATFORM_STAGE: f"not run: {reason}"} if reason else {}
 
 
-def platform_unavailable(project_dir: Path) -> str | None:
+def platform_unavailable(project_dir: Path, *, kubeconfig_to_come: bool = False) -> str | None:
     """Why the platform cannot be applied from here, or None when it can."""
     from rackform.run import platform_apply
 
     try:
-        platform_apply.check_ready(project_dir)
+        platform_apply.check_ready(project_dir, kubeconfig_to_come=kubeconfig_to_come)
     except platform_apply.PlatformUnavailable as why:
         return why.reason
     return None
 
 
-def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[str]) -> dict[str, Callable[..., RunResult]]:
+def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[str],
+                   prune_tenants: Collection[str] = ()) -> dict[str, Callable[..., RunResult]]:
     if PLATFORM_STAGE not in wanted:
         return {}
     from rackform.run import platform_apply
@@ -138,7 +153,7 @@ def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[st
         environ = {**os.environ, **envvars}
         try:
             return platform_apply.apply_platform(project_dir, platform_apply.platform_kubeconfig(project_dir, environ),
-                                                 check=check, environ=environ)
+                                                 check=check, environ=environ, prune_tenants=prune_tenants)
         except platform_apply.PlatformUnavailable as why:  # e.g. a release with no chart repository
             return RunResult(playbook="platform", status="failed", rc=1, hosts={},
                              failures=[TaskFailure(platform_apply.CLUSTER, "platform", why.reason)])
@@ -148,9 +163,11 @@ def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[st
 
 def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, str],
             inputs: Mapping[str, dict[str, str]], *, limit: str | None, via: str,
-            left_out: Collection[str]) -> dict[str, applied.AppliedStage]:
-    """Record every stage that ran to its end (not cut, not broken) with what it did."""
+            left_out: Collection[str], pruned: Collection[str] = ()) -> dict[str, applied.AppliedStage]:
+    """Record every stage that ran to its end (not cut, not broken) with what it did; the platform
+    stage also carries the tenants it keeps though the design dropped them (less those pruned)."""
     recorded = {}
+    before = applied.load(root, site).get(PLATFORM_STAGE)
     for run in report.runs:
         if run.step.name not in digests or not _finished(run):
             continue
@@ -159,6 +176,8 @@ def _record(root: Path, site: str, report: DeployReport, digests: Mapping[str, s
             digest=digests[run.step.name], complete=limit is None and not failed and not left_out,
             applied_at=applied.now(), by=applied.who(), via=via, hosts=len(run.result.hosts),
             changed=run.result.changed, failed_hosts=failed, files=dict(inputs.get(run.step.name, {})),
+            retained_tenants=(retained.retained_tenants(before, inputs.get(run.step.name, {}), pruned)
+                              if run.step.name == PLATFORM_STAGE else []),
         )
         applied.record(root, site, run.step.name, entry)
         recorded[run.step.name] = entry

@@ -1,17 +1,27 @@
-"""`GpuPlatform`: the GPU platform on a bootstrapped cluster, as pulumi-kubernetes resources.
+"""`GpuPlatform`: the platform stage under Pulumi: the CLI's one apply, plus protected namespaces.
 
     GpuPlatform lab-platform
-    ├── Provider lab-platform-k8s        (kubeconfig: a secret Output of the bootstrap)
-    ├── Namespace / StorageClass / ConfigMap / tenant objects (rackform.k8s.manifests)
-    └── Release kube-prometheus-stack, network-operator, gpu-operator, training-operator
+    ├── Provider lab-platform-k8s          (kubeconfig: a secret Output of the bootstrap;
+    │                                       cluster_identifier rackform-<site>)
+    ├── Namespace lab-platform-namespace-<ns>   (each operator's and each tenant's; protected, retained)
+    └── Playbook lab-platform-apply        (stage "platform": kubectl apply -k + helm upgrade --install
+                                            + kubectl apply -k after-releases, from build/<site>/platform/)
 
-Everything depends on `after` (the kubernetes-stage Playbook): nothing talks to the
-API server before kubeadm has made one. The objects are the dicts that
-rackform.k8s.manifests renders and the releases are `helm_releases`: the same data
-`rackform render` writes under build/<site>/platform/, so the CLI and Pulumi paths
-install the same thing. Each Release has its stable Helm name, the site's chart
-repository and depends on the releases it needs (the GPU Operator's ServiceMonitor
-needs kube-prometheus-stack's CRDs).
+The platform is applied one way from both front doors: `lab-platform-apply` is the same
+dynamic `Playbook` resource as the Ansible stages, so `create`/`update` call
+`rackform.run.stages.run_stages` for the `platform` stage, which runs
+`rackform.run.platform_apply.apply_platform` exactly as `rackform deploy --stage platform`
+does and records the stage in state/<site>.json. It diffs on the platform stage's digest
+(`rackform.pipeline.stage_digests`: a hash of the rendered platform/ files).
+
+pulumi-kubernetes is kept for what Pulumi alone adds: the namespaces that hold the
+operators and the tenants' workloads, registered `protect` (`pulumi destroy`, or a tenant
+taken out of the design, stops at them) and `retain_on_delete` (even an unprotected delete
+only forgets them). They are the dicts `rackform.k8s.manifests` renders into
+platform/manifests/, applied with the CLI's field manager (`rackform`) so that kubectl
+and Pulumi own the same fields instead of fighting over them. The provider has a fixed
+`cluster_identifier`: an unknown kubeconfig (a preview while the kubernetes stage is
+pending) or a rotated one updates the provider, never replaces it or its namespaces.
 """
 
 from __future__ import annotations
@@ -21,27 +31,12 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
+from providers.playbook import Playbook, PlaybookArgs
 
-from rackform.k8s.manifests import HelmRelease, Manifest, helm_releases, platform_manifests
+from rackform.k8s.manifests import Manifest, component_namespace, installed_components, tenant_namespace
 from rackform.k8s.platform import PlatformDesign
 from rackform.k8s.versions import Matrix
 from rackform.model.site import Site
-
-# kind -> (resource class, top-level fields besides metadata)
-RESOURCE_KINDS: dict[str, tuple[type[pulumi.CustomResource], tuple[str, ...]]] = {
-    "Namespace": (k8s.core.v1.Namespace, ()),
-    "ConfigMap": (k8s.core.v1.ConfigMap, ("data",)),
-    "ResourceQuota": (k8s.core.v1.ResourceQuota, ("spec",)),
-    "StorageClass": (k8s.storage.v1.StorageClass,
-                     ("provisioner", "parameters", "reclaim_policy", "volume_binding_mode",
-                      "allow_volume_expansion", "mount_options")),
-    "Role": (k8s.rbac.v1.Role, ("rules",)),
-    "RoleBinding": (k8s.rbac.v1.RoleBinding, ("role_ref", "subjects")),
-    "NetworkPolicy": (k8s.networking.v1.NetworkPolicy, ("spec",)),
-}
-CUSTOM_KINDS = {"NetworkAttachmentDefinition"}
-"""Custom resources the platform creates itself (their CRD comes with the kubernetes stage)."""
-
 
 @dataclass(frozen=True, slots=True)
 class GpuPlatformArgs:
@@ -49,76 +44,53 @@ class GpuPlatformArgs:
     design: PlatformDesign
     matrix: Matrix
     kubeconfig: pulumi.Input[str]
-    """The cluster's admin kubeconfig: a secret Output of the bootstrap."""
+    """The cluster's admin kubeconfig: a secret Output of the bootstrap (the provider's only input from it)."""
+    apply: PlaybookArgs
+    """The platform stage's Playbook inputs (stage "platform", its digest, the hosts lost so far)."""
     after: Sequence[pulumi.Resource]
-    """The bootstrap (the kubernetes-stage Playbook)."""
+    """The bootstrap (the kubernetes-stage Playbook) and whatever else the stage waits for."""
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+def cluster_identifier(site: str) -> str:
+    """Stable per site: the provider is replaced only if this changes, never for a new kubeconfig."""
+    return f"rackform-{site}"
 
 
-def resource_name(manifest: Manifest) -> str:
-    meta = manifest["metadata"]
-    return "-".join(filter(None, (manifest["kind"].lower(), meta.get("namespace"), meta["name"])))
+def platform_namespaces(design: PlatformDesign, matrix: Matrix) -> list[Manifest]:
+    """The namespaces Pulumi protects: each installed operator component's, then each tenant's,
+    as rackform.k8s.manifests renders them (one per name)."""
+    found: dict[str, Manifest] = {}
+    for manifest in [*(component_namespace(name, matrix) for name in installed_components(design)),
+                     *(tenant_namespace(tenant) for tenant in design.tenants)]:
+        found.setdefault(manifest["metadata"]["name"], manifest)
+    return list(found.values())
 
 
 class GpuPlatform(pulumi.ComponentResource):
-    """GPU Operator, Network Operator, training operator, monitoring, storage classes, tenants."""
+    """The platform stage: its protected namespaces and the Playbook that applies build/<site>/platform/."""
 
     def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rackform:index:GpuPlatform", name, None, opts)
         after = list(args.after)
         self.kubeconfig = pulumi.Output.secret(args.kubeconfig)
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig,
+            f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=cluster_identifier(args.site.name),
+            enable_server_side_apply=True, upsert_existing_objects=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
-        self._after = after
-        manifests = platform_manifests(args.site, args.design, args.matrix)
-        namespaces = [m for m in manifests if m["kind"] == "Namespace"]
-        self.namespaces = {m["metadata"]["name"]: self._object(name, m, []) for m in namespaces}
-        self.objects = {
-            resource_name(m): self._object(name, m, self._namespace_of(m)) for m in manifests if m["kind"] != "Namespace"
+        self.namespaces: dict[str, k8s.core.v1.Namespace] = {
+            manifest["metadata"]["name"]: k8s.core.v1.Namespace(
+                f"{name}-namespace-{manifest['metadata']['name']}", metadata=manifest["metadata"],
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=after,
+                                            protect=True, retain_on_delete=True))
+            for manifest in platform_namespaces(args.design, args.matrix)
         }
-        self.releases: dict[str, k8s.helm.v3.Release] = {}
-        installed: dict[str, k8s.helm.v3.Release] = {}
-        for release in helm_releases(args.site, args.design, args.matrix):  # install order: needs come first
-            installed[release.name] = self._release(name, release, [installed[need] for need in release.needs])
-            self.releases[release.component] = installed[release.name]
-        self.register_outputs({"releases": {c: r.version for c, r in self.releases.items()},
-                               "objects": len(self.namespaces) + len(self.objects)})
+        self.apply = Playbook(
+            f"{name}-apply", args.apply,
+            pulumi.ResourceOptions(parent=self, depends_on=[*after, *self.namespaces.values()], protect=True),
+        )
+        self.register_outputs({"namespaces": sorted(self.namespaces), "digest": self.apply.digest})
 
     def resource_count(self) -> int:
-        """This component, its provider and everything it creates."""
-        return 2 + len(self.namespaces) + len(self.objects) + len(self.releases)
-
-    def _opts(self, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[*self._after, *depends_on])
-
-    def _namespace_of(self, manifest: Manifest) -> list[pulumi.Resource]:
-        ns = manifest["metadata"].get("namespace")
-        return [self.namespaces[ns]] if ns in self.namespaces else []
-
-    def _object(self, name: str, manifest: Manifest, depends_on: list[pulumi.Resource]) -> pulumi.CustomResource:
-        if manifest["kind"] in CUSTOM_KINDS:
-            return k8s.apiextensions.CustomResource(
-                f"{name}-{resource_name(manifest)}", api_version=manifest["apiVersion"], kind=manifest["kind"],
-                metadata=manifest["metadata"], spec=manifest["spec"], opts=self._opts(depends_on))
-        cls, fields = RESOURCE_KINDS[manifest["kind"]]
-        inputs = {field: manifest[_camel(field)] for field in fields if _camel(field) in manifest}
-        return cls(f"{name}-{resource_name(manifest)}", metadata=manifest["metadata"], **inputs,
-                   opts=self._opts(depends_on))
-
-    def _release(self, name: str, release: HelmRelease, needs: list[k8s.helm.v3.Release]) -> k8s.helm.v3.Release:
-        return k8s.helm.v3.Release(
-            f"{name}-{release.name}",
-            k8s.helm.v3.ReleaseArgs(
-                name=release.name, chart=release.chart_name, version=release.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=release.repository),
-                namespace=release.namespace, create_namespace=False, values=release.values,
-                atomic=True, timeout=release.timeout_s,
-            ),
-            opts=self._opts([self.namespaces[release.namespace], *needs]),
-        )
+        """This component, its provider, its namespaces and its Playbook."""
+        return 3 + len(self.namespaces)

@@ -5,8 +5,11 @@
     │   └── BareMetalNode lab-mgmt-1-bmc ...   (one per node with a BMC, after lab-provision)
     ├── SwitchGroup lab-compute-leaf-r1, lab-compute-spine, lab-oob-r1
     ├── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes
-    ├── GpuPlatform lab-platform   (kubeconfig: the secret output of lab-kubernetes)
-    └── Playbook lab-verify        (after the platform)
+    ├── GpuPlatform lab-platform   (the platform stage; components/platform.py)
+    │   ├── Provider lab-platform-k8s          (kubeconfig: the secret output of lab-kubernetes)
+    │   ├── Namespace lab-platform-namespace-* (protected, retained)
+    │   └── Playbook lab-platform-apply        (stage "platform": kubectl + helm, as `rackform deploy`)
+    └── Playbook lab-verify        (after lab-platform-apply)
 
 One component per block and per switch group, and one BareMetalNode per server, keep
 a site's resource count in the hundreds (Pulumi previews slow down past about a
@@ -25,7 +28,7 @@ from components.platform import GpuPlatform, GpuPlatformArgs
 from components.stages import stage_chain
 from components.switches import SwitchGroup, switch_groups
 from providers.baremetal import BareMetalNode, BareMetalNodeArgs
-from providers.playbook import Playbook
+from providers.playbook import Playbook, PlaybookArgs
 
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import load_matrix
@@ -136,12 +139,13 @@ class SiteCluster(pulumi.ComponentResource):
         """The platform stage: a GpuPlatform on the cluster the kubernetes-stage Playbook bootstraps."""
         design, matrix = load_platform(site), load_matrix(root)
 
-        def make(bootstrap: Playbook) -> GpuPlatform:
+        def make(bootstrap: Playbook, apply: PlaybookArgs, after: list[pulumi.Resource]) -> GpuPlatform:
             kubeconfig = bootstrap.kubeconfig.apply(lambda fetched: fetched or NO_CLUSTER_KUBECONFIG)
             return GpuPlatform(
                 f"{name}-platform",
-                GpuPlatformArgs(site=site, design=design, matrix=matrix, kubeconfig=kubeconfig, after=[bootstrap]),
-                pulumi.ResourceOptions(parent=self, depends_on=[bootstrap]),
+                GpuPlatformArgs(site=site, design=design, matrix=matrix, kubeconfig=kubeconfig, apply=apply,
+                                after=after),
+                pulumi.ResourceOptions(parent=self, depends_on=after),
             )
 
         return make

@@ -1,7 +1,9 @@
 """The stage chain: one resource per stage, in `rackform.pipeline.STAGES` order.
 
-Ansible stages are `Playbook`s; the `platform` stage (no playbook) is whatever
-`platform` makes from the kubernetes-stage Playbook (the GpuPlatform component).
+Every stage runs through a `Playbook` (the dynamic provider calling the stage runner
+`rackform deploy` uses): the Ansible stages directly; the `platform` stage (no playbook:
+kubectl and helm) inside whatever `platform` makes from the kubernetes-stage Playbook and
+the stage's PlaybookArgs (the GpuPlatform component, whose `apply` is that Playbook).
 Each stage depends on the one before (and on what `waits` adds for it), so `pulumi up`
 runs them in the pipeline's order. Hosts a stage loses (its `failed_hosts`) are the next
 stage's `left_out`, as `rackform deploy` leaves them out; the last stage fails `pulumi
@@ -36,28 +38,31 @@ def stage_chain(
     root: str,
     digests: Mapping[str, str],
     parent: pulumi.Resource,
-    platform: Callable[[Playbook], pulumi.Resource] | None = None,
+    platform: Callable[[Playbook, PlaybookArgs, list[pulumi.Resource]], pulumi.Resource] | None = None,
     waits: Mapping[str, Sequence[pulumi.Resource]] | None = None,
 ) -> dict[str, pulumi.Resource]:
     """Create the stage resources, each depending on the previous one and on `waits[stage]`.
 
-    `platform` gets the Playbook before it (the bootstrap, holding the kubeconfig);
-    without it (a site without Kubernetes) the platform stage is left out.
+    `platform` gets the Playbook before it (the bootstrap, holding the kubeconfig), the
+    platform stage's PlaybookArgs and what it must wait for, and returns a component whose
+    `apply` is the stage's Playbook; without it (a site without Kubernetes) the platform
+    stage is left out.
     """
     stages: dict[str, pulumi.Resource] = {}
     previous: list[pulumi.Resource] = []
     lost: pulumi.Input[list[str]] = []  # hosts failed so far: the last Playbook's failed_hosts
     last = ANSIBLE_STAGES[-1].name
     for stage in STAGES:
-        if stage.playbook is None:
-            if platform is not None and isinstance(previous[-1], Playbook):
-                stages[stage.name] = platform(previous[-1])
-                previous = [stages[stage.name]]
+        if stage.playbook is None and (platform is None or not previous or not isinstance(previous[-1], Playbook)):
             continue
         args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name],
                             left_out=lost, last=stage.name == last)
-        opts = pulumi.ResourceOptions(parent=parent, depends_on=[*previous, *(waits or {}).get(stage.name, ())])
-        playbook = Playbook(f"{name}-{stage.name}", args, opts)
-        stages[stage.name] = playbook
+        after = [*previous, *(waits or {}).get(stage.name, ())]
+        if stage.playbook is None:
+            component = platform(previous[-1], args, after)
+            stages[stage.name], playbook = component, component.apply
+        else:
+            playbook = Playbook(f"{name}-{stage.name}", args, pulumi.ResourceOptions(parent=parent, depends_on=after))
+            stages[stage.name] = playbook
         previous, lost = [playbook], playbook.failed_hosts
     return stages

@@ -1,5 +1,9 @@
 """`Playbook`: one stage of a site as a Pulumi resource (a dynamic provider).
 
+Every stage of `rackform.pipeline.STAGES`: the Ansible ones, and `platform` (no playbook:
+the stage runner applies build/<site>/platform/ with kubectl and helm, as `rackform
+deploy --stage platform` does; it is the `apply` of the GpuPlatform component).
+
 The program computes each stage's digest (`rackform.pipeline.stage_digests`: a hash
 of the rendered files that stage reads); the engine compares it with the digest
 stored in the state, so `pulumi preview` lists exactly the stages that would run
@@ -12,7 +16,8 @@ Failed hosts, as `rackform deploy` treats them: a host that fails a stage is lef
 out of the later ones (`failed_hosts` feeds the next stage's `left_out`) and the
 stage succeeds for the others, with a warning; the stored digest is then marked
 incomplete, so the next preview shows the stage again. A stage fails the resource
-when it could not run to its end (a broken playbook, a cut run, no host left), and
+when it could not run to its end (a broken playbook, a cut run, no host left, a
+platform apply that stopped at a failed kubectl or helm command or could not start), and
 the last stage (`last`) fails when any host failed anywhere: `pulumi up` exits
 non-zero where `rackform deploy` exits 1, after the healthy hosts were deployed.
 
@@ -70,7 +75,7 @@ class PlaybookArgs:
     site: pulumi.Input[str]
     """Site name (topologies/sites/<site>.yaml)."""
     stage: pulumi.Input[str]
-    """A stage of `rackform.pipeline.STAGES` that has a playbook."""
+    """A stage of `rackform.pipeline.STAGES`: one with a playbook, or `platform`."""
     root: pulumi.Input[str]
     """Repo root holding topologies/ and inventories/; where build/<site>/ is written."""
     digest: pulumi.Input[str]
@@ -121,12 +126,13 @@ class PlaybookProvider(ResourceProvider):
         return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """Forget the stage; the hosts keep what it did (the resource is also `retain_on_delete`,
-        so a preview says so). Tearing hosts down is a separate, explicit operation."""
+        """Forget the stage; the hosts (and, for `platform`, the cluster: releases, namespaces,
+        workloads) keep what it did. The resource is also `retain_on_delete`, so a preview says
+        so. Tearing hosts or the platform down is a separate, explicit operation."""
 
 
 class Playbook(Resource, module="rackform", name="Playbook"):
-    """One Ansible stage of a site (type `pulumi-python:dynamic/rackform:Playbook`)."""
+    """One stage of a site (type `pulumi-python:dynamic/rackform:Playbook`)."""
 
     site: pulumi.Output[str]
     stage: pulumi.Output[str]
@@ -149,13 +155,17 @@ class Playbook(Resource, module="rackform", name="Playbook"):
         super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, own))
 
 
+RUNNER_STAGES = ("platform",)
+"""Stages without a playbook that the stage runner runs itself (rackform.run.stages._stage_runners)."""
+
+
 def _check_inputs(news: dict[str, Any]) -> list[CheckFailure]:
     from rackform.pipeline import STAGES
 
     failures = [CheckFailure(key, "required") for key in INPUT_KEYS if not news.get(key)]
-    ansible_stages = [stage.name for stage in STAGES if stage.playbook]
-    if news.get("stage") and news["stage"] not in ansible_stages:
-        reason = f"'{news['stage']}' is not an Ansible stage; expected one of: {', '.join(ansible_stages)}"
+    runnable = [stage.name for stage in STAGES if stage.playbook or stage.name in RUNNER_STAGES]
+    if news.get("stage") and news["stage"] not in runnable:
+        reason = f"'{news['stage']}' is not an Ansible stage; expected one of: {', '.join(runnable)}"
         failures.append(CheckFailure("stage", reason))
     return failures
 
@@ -209,6 +219,10 @@ def _stage_problem(report, run, failed: list[str], *, last: bool) -> str | None:
             return failure_message(site, broken.step.name, broken.result)
         return f"stage '{run.step.name}' of site '{site}' {why}" + (f"; failed hosts: {', '.join(failed)}" if failed else "")
     if report.interrupted is not None or run.broken:
+        return failure_message(site, run.step.name, run.result)
+    if run.step.playbook is None and not run.result.ok:
+        # The platform acts on the cluster, not on hosts (its failure's host is "cluster"), and it
+        # stops at the first command that fails: it could not run to its end.
         return failure_message(site, run.step.name, run.result)
     if last and failed:
         return failure_message(site, run.step.name, run.result) if run.result.failures else (

@@ -42,7 +42,7 @@ serial: LABTEST-LEAF-1
 
 # Modules that share the shipped lab run one after the other, in this order, so the cluster
 # is not left idling (and taking CPU) while unrelated lab tests run.
-SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_kubernetes_lab.py")
+SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_kubernetes_lab.py", "test_platform_lab.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -34,24 +34,28 @@ import pytest
 from rackform import cli
 from rackform.k8s.site_mirror import UPSTREAM_HOSTS
 from rackform.lab import lab
-from rackform.mirror import gobuild
 from rackform.mirror.bundle import bundle_path, release_pins
 from rackform.mirror.manifest import read
-from rackform.mirror.source import go_builds
+from clusterlab import (
+    CONTROL_PLANE,
+    KUBECONFIG,
+    MIRROR_REGISTRY,
+    PROJECT,
+    REPO_ROOT,
+    SITE,
+    VIP,
+    WORKERS,
+    Kubectl,
+    lab_kubectl,
+    ready_nodes,
+    wait_all_ready,
+    wait_for,
+)
 
 pytestmark = pytest.mark.lab
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SITE = "lab"
-PROJECT = REPO_ROOT / "build" / SITE
-KUBECONFIG = PROJECT / "artifacts" / "kubeconfig"
-CONTROL_PLANE = ("mgmt-1", "mgmt-2", "mgmt-3")
-WORKERS = ("gpu-1", "gpu-2")
-VIP = "10.10.0.5"
-MIRROR_REGISTRY = "10.10.0.11:5000"
 PROBE_IMAGE = "kube-router"
 """An image of the bundle that carries a shell (busybox): the probe pods run it."""
-READY_TIMEOUT_S = 240
 VIP_TARGET_S = 30
 
 
@@ -63,10 +67,9 @@ def ssh(state, node: str, command: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(shipped_lab_done):
-    """The shipped lab deployed (a converge when test_deploy_lab ran first); its state. The lab
-    goes down when this module ends: it is the last to use it."""
-    shipped_lab = shipped_lab_done
+def cluster(shipped_lab):
+    """The shipped lab deployed (a converge when test_deploy_lab ran first); its state.
+    test_platform_lab works on the same cluster after this module."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["deploy", SITE, "--root", str(REPO_ROOT)])
@@ -75,41 +78,9 @@ def cluster(shipped_lab_done):
 
 
 @pytest.fixture(scope="module")
-def kubectl_argv(cluster) -> list[str]:
+def kubectl(cluster) -> Kubectl:
     """kubectl of the pinned release (built here, from the cache) with the fetched kubeconfig."""
-    built = gobuild.build(go_builds(release_pins(REPO_ROOT, SITE))["kubernetes"], progress=lambda _line: None)
-    return [str(built.binaries["kubectl"]), "--kubeconfig", str(KUBECONFIG)]
-
-
-@pytest.fixture(scope="module")
-def kubectl(kubectl_argv):
-    def run(*args: str, check: bool = True, timeout_s: float = 60, stdin: str | None = None):
-        result = subprocess.run([*kubectl_argv, *args], capture_output=True, text=True, timeout=timeout_s,
-                                input=stdin)
-        if check:
-            assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr.strip()}"
-        return result
-
-    return run
-
-
-def ready_nodes(kubectl) -> dict[str, str]:
-    items = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    return {item["metadata"]["name"]: next(c["status"] for c in item["status"]["conditions"] if c["type"] == "Ready")
-            for item in items}
-
-
-def wait_all_ready(kubectl, timeout_s: float = READY_TIMEOUT_S) -> dict[str, str]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            nodes = ready_nodes(kubectl)
-        except AssertionError:
-            nodes = {}
-        if set(nodes) == {*CONTROL_PLANE, *WORKERS} and set(nodes.values()) == {"True"}:
-            return nodes
-        assert time.monotonic() < deadline, f"not every node Ready within {timeout_s} s: {nodes}"
-        time.sleep(3)
+    return lab_kubectl()
 
 
 # ---------------------------------------------------------------- the cluster
@@ -244,15 +215,6 @@ def healthy_etcd_members(kubectl) -> set[str]:
     addresses = {f"https://10.10.0.1{n}:2379": f"mgmt-{n}" for n in (1, 2, 3)}
     entries = json.loads(listed.stdout or "[]")
     return {addresses.get(entry["endpoint"], entry["endpoint"]) for entry in entries if entry.get("health")}
-
-
-def wait_for(what: str, condition, timeout_s: float, interval_s: float = 2) -> float:
-    """Seconds until `condition()` held; fails naming `what` after `timeout_s`."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout_s, f"{what}: not within {timeout_s} s"
-        time.sleep(interval_s)
-    return time.monotonic() - started
 
 
 @pytest.fixture(scope="module")

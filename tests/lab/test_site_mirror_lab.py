@@ -87,7 +87,7 @@ def build_bundle(bundle: Path) -> Manifest:
     deb = debs.build(debs.DebSpec(
         name=PACKAGE, version=PACKAGE_VERSION, description="rackform site mirror probe\nOne file, for the lab test.",
         files={PACKAGE_FILE: "served by the site mirror\n"}), bundle / "apt")
-    apt_repo.write_indexes(bundle / "apt", label="rackform mirror test")
+    apt_repo.write_indexes(bundle / "apt")
     source = work / "hello.c"
     source.parent.mkdir(parents=True)
     source.write_text('#include <stdio.h>\nint main(void) { puts("hello from the site mirror"); return 0; }\n')

@@ -15,9 +15,13 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 
+from rackform.k8s.alerts import PROMETHEUS_RULE_SCHEMA
 from rackform.k8s.rdma import NAD_GROUP, NAD_KIND, NAD_SCHEMA
 
-CRD_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {(f"{NAD_GROUP}/v1", NAD_KIND): NAD_SCHEMA}
+CRD_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    (f"{NAD_GROUP}/v1", NAD_KIND): NAD_SCHEMA,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): PROMETHEUS_RULE_SCHEMA,
+}
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:

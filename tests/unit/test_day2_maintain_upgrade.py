@@ -45,13 +45,9 @@ def test_hook_gets_the_hosts_facts(tmp_path, lab_site):
     assert maintain.run_hook(hook, lab_site, lab_site.hosts["gpu-2"]) == (False, "hook exit 1: gpu-2 10.10.1.16 dgx-h100")
 
 
-PINNED_EARLIER = '  version: "1.36.1"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]'
-"""The lab pinned to the older release its mirror carries, the one before the default."""
-
-
-def test_upgrade_patch_step_is_allowed(lab_files):
-    lab_files.edit_site("  control_plane: [mgmt-1, mgmt-2, mgmt-3]", PINNED_EARLIER)
-    assert upgrade.check_step(lab_files.load(), lab_files.root, "1.36.3") == ["1.36.1 -> 1.36.3"]
+def test_upgrade_patch_step_is_allowed(lab_site, repo_root):
+    # The lab pins 1.36.1, the carried release one patch before the matrix default.
+    assert upgrade.check_step(lab_site, repo_root, "1.36.3") == ["1.36.1 -> 1.36.3"]
 
 
 def test_upgrade_to_a_release_the_mirror_does_not_carry_is_refused(lab_site, repo_root):
@@ -62,7 +58,8 @@ def test_upgrade_to_a_release_the_mirror_does_not_carry_is_refused(lab_site, rep
 
 
 @pytest.mark.parametrize("target, said", [
-    ("1.36.1", "1.36.1 is older than the site's 1.36.3: kubeadm does not downgrade a cluster"),
+    ("1.36.0", "1.36.0 is older than the site's 1.36.1: kubeadm does not downgrade a cluster"),
+    ("1.35.9", "1.35.9 is older than the site's 1.36.1: kubeadm does not downgrade a cluster"),
     ("1.38.0", "skips a minor: kubeadm upgrades one minor at a time; go to 1.37.x first"),
     ("2.0", "'2.0' is not a Kubernetes version like 1.36.3"),
 ])
@@ -75,8 +72,10 @@ def test_upgrade_to_a_minor_the_platform_lacks_says_what_must_change(site_root, 
     before = (site_root / "topologies/sites/lab.yaml").read_text()
     assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.37.0"]) == 2
     err = capsys.readouterr().err
-    assert ("topologies/versions.yaml:45: platform.versions.gpu_operator: gpu_operator v25.3.0 does not support "
-            "Kubernetes 1.37") in err
+    matrix_line = next(number for number, line in enumerate(
+        (site_root / "topologies/versions.yaml").read_text().splitlines(), 1) if line.startswith("      v25.3.0:"))
+    assert (f"topologies/versions.yaml:{matrix_line}: platform.versions.gpu_operator: gpu_operator v25.3.0 does not "
+            f"support Kubernetes 1.37") in err
     assert "the matrix has no gpu_operator release for 1.37: add one (with its source) first" in err
     assert (site_root / "topologies/sites/lab.yaml").read_text() == before
 
@@ -84,23 +83,34 @@ def test_upgrade_to_a_minor_the_platform_lacks_says_what_must_change(site_root, 
 def test_upgrade_from_an_older_pinned_minor_one_step(lab_files):
     # A site without a mirror (it reaches its own package sources) may go to any release.
     lab_files.edit("topologies/sites/lab.yaml", "mirror:\n  host: mgmt-1\n", "")
-    lab_files.edit("topologies/sites/lab.yaml", "  control_plane: [mgmt-1, mgmt-2, mgmt-3]",
-                   '  version: "1.35.2"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]')
+    lab_files.pin_lab_kubernetes("1.35.2")
     site = lab_files.load()
     # 1.35 -> 1.36: every default release supports 1.36 too: allowed.
     assert upgrade.check_step(site, lab_files.root, "1.36.3") == ["1.35.2 -> 1.36.3"]
 
 
-def test_upgrade_writes_the_version_quoted_in_place(site_root, capsys):
+def test_upgrade_rewrites_the_site_s_pin_quoted_in_place(lab_files, capsys):
+    before = lab_files.read("topologies/sites/lab.yaml")
+    assert main(["upgrade", "lab", "--root", str(lab_files.root), "--to", "1.36.3"]) == 0
+    out = capsys.readouterr().out
+    assert '-  version: "1.36.1"\n' in out and '+  version: "1.36.3"\n' in out
+    assert "upgrade-cluster.yml not run: no kubeconfig for this site" in out
+    # only the pin changed: comments and order kept
+    assert lab_files.read("topologies/sites/lab.yaml") == before.replace('  version: "1.36.1"\n', '  version: "1.36.3"\n')
+    assert lab_files.load().kubernetes.version == "1.36.3"
+
+
+def test_upgrade_of_a_site_on_the_matrix_default_writes_the_version_quoted_in_place(lab_files, capsys):
     # The matrix's default at the older carried release: the site pins no version of its own.
-    matrix = site_root / "topologies/versions.yaml"
-    matrix.write_text(matrix.read_text().replace('  default: "1.36.3"', '  default: "1.36.1"'))
-    assert main(["upgrade", "lab", "--root", str(site_root), "--to", "1.36.3"]) == 0
+    lab_files.pin_lab_kubernetes(None)
+    lab_files.edit("topologies/versions.yaml", '  default: "1.36.3"', '  default: "1.36.1"')
+    assert main(["upgrade", "lab", "--root", str(lab_files.root), "--to", "1.36.3"]) == 0
     out = capsys.readouterr().out
     assert '+  version: "1.36.3"\n' in out
     assert "upgrade-cluster.yml not run: no kubeconfig for this site" in out
-    text = (site_root / "topologies/sites/lab.yaml").read_text()
-    assert "kubernetes:  # version, pod and service prefixes" in text and '  version: "1.36.3"\n' in text
+    text = lab_files.read("topologies/sites/lab.yaml")
+    assert ('kubernetes:  # pod and service prefixes and CNI: profile kubernetes and topologies/versions.yaml\n'
+            '  version: "1.36.3"\n  control_plane: [mgmt-1, mgmt-2, mgmt-3]\n') in text
 
 
 def test_scale_refusals(site_root, capsys):

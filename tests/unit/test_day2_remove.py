@@ -9,14 +9,29 @@ import pytest
 from rackform.cli import main
 from rackform.day2 import files, remove
 from rackform.model.source import BadInput
-from rackform.pipeline import load_and_check
+from rackform.pipeline import DesignRejected, load_and_check
 
 
 def snapshot(root):
     return {path.relative_to(root): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
+def test_removing_gpus_the_tenants_are_guaranteed_is_refused(lab_files):
+    """The lab's 16 GPUs guarantee research 8 and inference 4: without gpu-2, 8 cannot hold 12."""
+    site = lab_files.load()
+    before = snapshot(lab_files.root)
+    changes = remove.file_changes(site, lab_files.root, "gpu-2")
+    with pytest.raises(DesignRejected) as caught:
+        files.check_on_copy("lab", lab_files.root, changes)
+    assert [(f.check, f.key) for f in caught.value.findings if f.severity == "error"] == [
+        ("platform_tenants", "platform.tenants")]
+    assert "guaranteed 12 GPUs (research 8, inference 4) but the site has 8" in str(caught.value.findings)
+    assert snapshot(lab_files.root) == before
+
+
 def test_remove_takes_the_host_out_everywhere_and_the_site_validates(lab_files):
+    # research's guarantee shrunk first, so the tenants' 4 + 4 GPUs fit in what gpu-1 alone holds
+    lab_files.edit("topologies/platform/lab.yaml", "{name: research, gpus: 8,", "{name: research, gpus: 4,")
     site = lab_files.load()
     changes = remove.file_changes(site, lab_files.root, "gpu-2")
     assert [str(change.path) for change in changes] == [

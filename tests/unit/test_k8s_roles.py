@@ -67,21 +67,94 @@ def test_maintenance_playbooks_are_emitted(files, playbook):
     assert isinstance(plays(files, playbook), list)
 
 
+def upgrade_play(files, hosts: str) -> dict:
+    return next(play for play in plays(files, "upgrade-cluster.yml") if play["hosts"] == hosts)
+
+
+def ansible_value(template: str, **values):
+    """A `when:` expression (or, given `{{ }}`, a templated string) evaluated as Ansible would."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["bool"] = lambda value: value if isinstance(value, bool) else str(value).lower() in (
+        "yes", "true", "1", "on")
+    if "{{" in template:
+        return environment.from_string(template).render(values)
+    return environment.compile_expression(template)(**values)
+
+
+def test_upgrade_has_the_site_mirror_serve_the_target_release_then_the_control_plane_then_workers(files):
+    assert [play["hosts"] for play in plays(files, "upgrade-cluster.yml")] == ["servers", "kube_control_plane", "kube_node"]
+
+
+def test_the_upgrade_s_mirror_play_is_the_os_stage_s_on_the_mirror_host_only(files):
+    upgrade, os_stage = upgrade_play(files, "servers"), plays(files, "os.yml")[0]
+    [leave] = upgrade["pre_tasks"]
+    assert (leave["ansible.builtin.meta"], leave["when"]) == ("end_host", "inventory_hostname != site_mirror_host | default('')")
+    assert [short_name(role["role"]) for role in upgrade["roles"]] == ["site_mirror"]
+    assert (leave["when"], upgrade["roles"][0]["role"]) == (os_stage["pre_tasks"][0]["when"], os_stage["roles"][0]["role"])
+
+
 def test_upgrade_takes_control_plane_nodes_one_at_a_time(files):
-    first = plays(files, "upgrade-cluster.yml")[0]
-    assert (first["hosts"], first["serial"], first["any_errors_fatal"]) == ("kube_control_plane", 1, True)
+    first = upgrade_play(files, "kube_control_plane")
+    assert (first["serial"], first["any_errors_fatal"]) == (1, True)
 
 
 def test_upgrade_takes_workers_in_batches_and_stops_at_a_failure(files):
-    workers = plays(files, "upgrade-cluster.yml")[1]
-    assert (workers["hosts"], "kubeadm_upgrade_worker_batch" in workers["serial"], workers["max_fail_percentage"]) == (
-        "kube_node", True, 0)
+    workers = upgrade_play(files, "kube_node")
+    assert ("kubeadm_upgrade_worker_batch" in workers["serial"], workers["max_fail_percentage"]) == (True, 0)
+
+
+def test_the_node_bootstrap_and_the_upgrade_share_the_cgroup_check(files):
+    for name in ("node.yml", "upgrade.yml"):
+        assert tasks(files, "kubeadm", name)[0]["ansible.builtin.import_tasks"] == "cgroup.yml", name
+
+
+def upgrade_node_include(files) -> dict:
+    return next(task for task in tasks(files, "kubeadm", "upgrade.yml") if "ansible.builtin.include_tasks" in task)
+
+
+def test_upgrade_reads_the_kubelet_s_version_before_it_decides(files):
+    names = [task["name"] for task in tasks(files, "kubeadm", "upgrade.yml")]
+    read = next(task for task in tasks(files, "kubeadm", "upgrade.yml") if task["name"] == "Read the kubelet's version")
+    assert (read["ansible.builtin.command"]["cmd"], read["changed_when"], read["register"]) == (
+        "kubelet --version", False, "kubeadm_kubelet_version")
+    assert names.index("Read the kubelet's version") < names.index(upgrade_node_include(files)["name"])
+    assert upgrade_node_include(files)["ansible.builtin.include_tasks"] == "upgrade_node.yml"
+
+
+@pytest.mark.parametrize(("kubelet", "upgraded"), [
+    ("Kubernetes v1.36.1", True), ("Kubernetes v1.36.3", False), ("Kubernetes v1.35.2", True)])
+def test_only_a_node_not_at_the_target_is_upgraded(files, kubelet, upgraded):
+    """A second run of the playbook leaves the nodes already at kube_version alone."""
+    when = upgrade_node_include(files)["when"]
+    assert ansible_value(when, kubeadm_kubelet_version={"stdout": kubelet}, kube_version="1.36.3") is upgraded
 
 
 def test_upgrade_drains_workers_before_and_uncordons_after(files):
-    names = [task["name"] for task in tasks(files, "kubeadm", "upgrade.yml")]
+    names = [task["name"] for task in tasks(files, "kubeadm", "upgrade_node.yml")]
     assert names.index("Cordon and drain this node") < names.index("Upgrade this node's kubeadm-managed configuration")
     assert names[-1] == "Uncordon this node"
+
+
+def test_every_held_package_is_released_before_kubeadm_moves_and_held_again_after(files):
+    steps = tasks(files, "kubeadm", "upgrade_node.yml")
+    names = [task["name"] for task in steps]
+    unhold = next(task for task in steps if task["name"].startswith("Unhold"))
+    hold = next(task for task in steps if task["name"].startswith("Hold"))
+    assert (unhold["loop"], unhold["ansible.builtin.dpkg_selections"]["selection"]) == ("{{ kubeadm_packages }}", "install")
+    assert (hold["loop"], hold["ansible.builtin.dpkg_selections"]["selection"]) == ("{{ kubeadm_packages }}", "hold")
+    assert names.index(unhold["name"]) < names.index("Install kubeadm at the target version") < names.index(hold["name"])
+
+
+@pytest.mark.parametrize(("cgroup_v1", "command"), [
+    (False, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3"]),
+    (True, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3", "--ignore-preflight-errors=SystemVerification"]),
+])
+def test_upgrade_apply_ignores_the_cgroup_v1_preflight_only_on_cgroup_v1(files, cgroup_v1, command):
+    apply = next(task for task in tasks(files, "kubeadm", "upgrade_node.yml")
+                 if task["name"] == "Upgrade the cluster from the first control-plane node")
+    cmd = ansible_value(apply["ansible.builtin.command"]["cmd"], kube_version="1.36.3", kubeadm_cgroup_v1=cgroup_v1)
+    assert cmd.split() == command
+    assert apply["when"] == "kubeadm_node_role == 'control_plane' and inventory_hostname == kubeadm_init_host"
 
 
 def test_scale_configures_no_control_plane_node(files):

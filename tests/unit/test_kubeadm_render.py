@@ -91,7 +91,7 @@ def test_init_file_holds_init_cluster_and_kubelet_configuration(init_documents):
 
 
 def test_kubernetes_version_comes_from_the_design(init_documents):
-    assert cluster(init_documents).kubernetesVersion == "v1.36.3"
+    assert cluster(init_documents).kubernetesVersion == "v1.36.1"  # the lab's own pin
 
 
 def test_a_current_release_is_written_in_v1beta4(files, init_documents):
@@ -121,7 +121,7 @@ def files_1_30(tmp_path_factory, make_site_files) -> dict[str, bytes]:
     """The lab pinned to Kubernetes 1.30 (no mirror: the mirror carries only 1.36 releases)."""
     site_files = make_site_files(tmp_path_factory.mktemp("lab-1.30"))
     site_files.edit_site("mirror:\n  host: mgmt-1\n", "")
-    site_files.edit_site("  control_plane: [mgmt-1", '  version: "1.30.9"\n  control_plane: [mgmt-1')
+    site_files.pin_lab_kubernetes("1.30.9")
     return render_files(site_files.load())
 
 

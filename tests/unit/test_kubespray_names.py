@@ -38,7 +38,7 @@ def test_kubernetes_group_vars_use_kubespray_names(files):
 
     assert {key: kube[key] for key in ("kube_version", "kube_pods_subnet", "kube_service_addresses",
                                         "kube_network_plugin", "kube_vip_address")} == {
-        "kube_version": "1.36.3", "kube_pods_subnet": "10.244.0.0/16", "kube_service_addresses": "10.96.0.0/12",
+        "kube_version": "1.36.1", "kube_pods_subnet": "10.244.0.0/16", "kube_service_addresses": "10.96.0.0/12",
         "kube_network_plugin": "kube-router", "kube_vip_address": "10.10.0.5"}
     assert (cni["calico_version"], cni["multus_version"]) == ("v3.30.0", "v4.2.0")
 

@@ -57,18 +57,24 @@ def test_a_value_no_file_sets_is_the_built_in_default(lab_files):
     assert line.endswith(BUILT_IN)
 
 
-def test_kubernetes_version_defaults_from_the_version_matrix(lab_files):
+def test_kubernetes_version_defaults_from_the_version_matrix(lab_files, capsys):
+    lab_files.pin_lab_kubernetes(None)  # the shipped lab pins one patch behind the default
     matrix = load_matrix(lab_files.root)
     site = lab_files.load()
 
     assert site.kubernetes.version == matrix.kubernetes_default
     assert site.origins["kubernetes.version"] == matrix.kubernetes_default_loc
     assert matrix.kubernetes_default_loc == line_of(lab_files, "topologies/versions.yaml", f'default: "{matrix.kubernetes_default}"')
+    assert main(["validate", "lab", "--root", str(lab_files.root), "--show-origin"]) == 0
+    assert re.search(rf"^kubernetes\.version = {re.escape(matrix.kubernetes_default)} +"
+                     rf"{re.escape(str(matrix.kubernetes_default_loc))}$", capsys.readouterr().out, re.M)
 
 
-def test_a_site_pinning_kubernetes_version_wins_over_the_matrix(lab_files):
-    lab_files.edit(LAB, "  control_plane: [mgmt-1", '  version: "1.30.2"\n  control_plane: [mgmt-1')
+def test_a_site_pinning_kubernetes_version_wins_over_the_matrix(lab_site, lab_files):
+    assert (lab_site.kubernetes.version, load_matrix(lab_files.root).kubernetes_default) == ("1.36.1", "1.36.3")
+    assert lab_site.origins["kubernetes.version"] == line_of(lab_files, LAB, 'version: "1.36.1"')
 
+    lab_files.pin_lab_kubernetes("1.30.2")
     site = lab_files.load()
 
     assert site.kubernetes.version == "1.30.2"
@@ -218,7 +224,7 @@ def test_show_origin_prints_every_setting_with_its_file_and_line(lab_files, caps
     assert shown["fabric.switch.mtu"] == ("9216", str(line_of(lab_files, ROCE, "mtu: 9216")))
     assert shown["fabric.no_single_point_of_failure"] == ("true", str(line_of(lab_files, DEFAULTS, "no_single")))
     assert shown["kubernetes.control_plane"] == ("[mgmt-1, mgmt-2, mgmt-3]", str(line_of(lab_files, LAB, "control_plane")))
-    assert shown["kubernetes.version"][1].startswith("topologies/versions.yaml:")
+    assert shown["kubernetes.version"] == ("1.36.1", str(line_of(lab_files, LAB, 'version: "1.36.1"')))
     assert shown["fabric.switch.dscp_to_priority.26"] == ("3", str(line_of(lab_files, ROCE, "dscp_to_priority")))
     assert {"site", "power_basis", "fabric.host.mtu", "kubernetes.cni", "provisioning.max_fail_percentage"} <= set(shown)
     assert shown["mirror.host"] == ("mgmt-1", str(line_of(lab_files, LAB, "host: mgmt-1")))

@@ -54,7 +54,7 @@ def test_debs_form_a_repository_apt_installs_from(tmp_path):
     built = debs.build(debs.DebSpec("kubeadm", "1.36.3-1.1", "probe\nA test package.", {"/usr/bin/kubeadm": binary},
                                     depends=("kubelet (>= 1.35.0)",)), repo)
     debs.build(debs.DebSpec("kubelet", "1.36.3-1.1", "probe\nA test package.", {"/usr/bin/kubelet": binary}), repo)
-    apt_repo.write_indexes(repo, "test")
+    apt_repo.write_indexes(repo)
     assert built.name == "kubeadm_1.36.3-1.1_amd64.deb"
     assert _apt_candidate(repo, "kubeadm", tmp_path) == "1.36.3-1.1"
     contents = subprocess.run(["dpkg-deb", "--contents", built], check=True, capture_output=True, text=True).stdout
@@ -127,7 +127,7 @@ def stand_in_upstream(tmp_path):
     repo = tmp_path / "upstream-apt"
     for name, version in upstream.wanted_debs(PINS).items():
         debs.build(debs.DebSpec(name, version, "stand-in\nUpstream stand-in.", {f"/usr/bin/{name}": binary}), repo)
-    apt_repo.write_indexes(repo, "stand-in")
+    apt_repo.write_indexes(repo)
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(repo), **k)  # noqa: E731
     http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -198,3 +198,16 @@ def test_upstream_addresses_default_to_kubernetes_own(tmp_path):
     assert source.apt_url == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
     assert source.image_source("coredns") == "registry.k8s.io/coredns/coredns"
     assert os.path.basename(source.image_source("kube-router")) == "kube-router"
+
+
+def test_every_release_bundle_names_its_apt_source_the_same(tmp_path):
+    """apt refuses a source whose Release changes its Label: an upgrade serves the next release's
+    bundle from the same source, so the Release fields apt compares may not name the release."""
+    releases = {}
+    for name in ("a", "b"):
+        repo = tmp_path / name
+        repo.mkdir()
+        apt_repo.write_indexes(repo)
+        releases[name] = {line.split(":")[0]: line for line in (repo / "Release").read_text().splitlines()
+                          if line.split(":")[0] in ("Origin", "Label", "Suite", "Codename")}
+    assert releases["a"] == releases["b"] and releases["a"]["Label"] == f"Label: {apt_repo.LABEL}"

@@ -37,10 +37,29 @@ def manifests_of(site_name: str) -> tuple[str, list[dict]]:
     return site.kubernetes.version, platform_manifests(site, load_platform(site), load_matrix(REPO))
 
 
+LAB_RELEASES = "  releases: [kueue]\n"
+LAB_MIRROR = "mirror:\n  host: mgmt-1\n"
+
+
+@pytest.fixture()
+def full_lab(lab_files):
+    """The lab as a real site would have it: every platform release, and no site mirror (so the
+    kubernetes stage installs Multus, whose attachments the tenants get)."""
+    lab_files.edit("topologies/platform/lab.yaml", LAB_RELEASES, "")
+    lab_files.edit("topologies/sites/lab.yaml", LAB_MIRROR, "")
+    site = lab_files.load()
+    return site, platform_manifests(site, load_platform(site), load_matrix(REPO))
+
+
 @pytest.mark.parametrize("site_name", SITES)
 def test_every_manifest_validates_strictly(site_name):
     version, manifests = manifests_of(site_name)
     assert [problem for manifest in manifests for problem in problems(manifest, version)] == []
+
+
+def test_every_manifest_of_a_full_site_validates_strictly(full_lab):
+    site, manifests = full_lab
+    assert [problem for manifest in manifests for problem in problems(manifest, site.kubernetes.version)] == []
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -48,16 +67,17 @@ def test_every_manifest_validates_strictly(site_name):
     (lambda nad: {**nad, "spec": {}}, "'config' is a required property"),
     (lambda nad: {**nad, "metadata": {**nad["metadata"], "label": {}}}, "metadata"),
 ])
-def test_attachment_schema_check_refuses_what_the_crd_refuses(change, expected):
+def test_attachment_schema_check_refuses_what_the_crd_refuses(full_lab, change, expected):
     """The CRD check is worth something: an unknown or missing field, bad metadata."""
-    version, manifests = manifests_of("lab")
+    site, manifests = full_lab
+    version = site.kubernetes.version
     attachment = next(m for m in manifests if m["kind"] == "NetworkAttachmentDefinition")
     assert problems(attachment, version) == []
     assert expected in " ".join(problems(change(attachment), version))
 
 
-def test_tenants_get_rdma_attachments_only_with_the_shared_device_plugin():
-    site = load_site("lab", REPO)
+def test_tenants_get_rdma_attachments_only_with_the_shared_device_plugin(full_lab):
+    site, _ = full_lab
     design = load_platform(site)
     for network, expected in (("rdma_shared", 8), ("sriov", 0)):
         manifests = platform_manifests(site, replace(design, network=network), load_matrix(REPO))
@@ -66,12 +86,60 @@ def test_tenants_get_rdma_attachments_only_with_the_shared_device_plugin():
         assert (network, len(attachments)) == (network, expected)
 
 
-def test_operator_namespaces_admit_privileged_pods_and_tenants_do_not():
+def test_no_attachments_where_the_site_mirror_carries_no_multus():
+    """The lab's mirror carries no Multus: its CRD never exists there, so no tenant gets attachments."""
     _version, manifests = manifests_of("lab")
+    assert [m for m in manifests if m["kind"] == "NetworkAttachmentDefinition"] == []
+
+
+def test_operator_namespaces_admit_privileged_pods_and_tenants_are_restricted(full_lab):
+    _site, manifests = full_lab
     enforced = {m["metadata"]["name"]: m["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
                 for m in manifests if m["kind"] == "Namespace"}
     assert (enforced["gpu-operator"], enforced["nvidia-network-operator"], enforced["research"]) == (
-        "privileged", "privileged", None)
+        "privileged", "privileged", "restricted")
+
+
+def test_a_tenant_namespace_enforces_audits_and_warns_at_its_level():
+    _version, manifests = manifests_of("lab")
+    labels = next(m["metadata"]["labels"] for m in manifests if m["kind"] == "Namespace"
+                  and m["metadata"]["name"] == "inference")
+    assert {key: value for key, value in labels.items() if key.startswith("pod-security")} == {
+        f"pod-security.kubernetes.io/{mode}{suffix}": value
+        for mode in ("enforce", "audit", "warn") for suffix, value in (("", "restricted"), ("-version", "latest"))}
+
+
+def test_a_pod_security_exception_carries_its_reason_into_the_cluster(lab_files):
+    lab_files.edit("topologies/platform/lab.yaml", "borrow: 0, admins: [carol]}",
+                   "borrow: 0, admins: [carol], pod_security: {level: baseline, reason: Triton needs host ports}}")
+    site = lab_files.load()
+    manifests = platform_manifests(site, load_platform(site), load_matrix(REPO))
+    namespace = next(m for m in manifests if m["kind"] == "Namespace" and m["metadata"]["name"] == "inference")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert namespace["metadata"]["annotations"]["rackform.io/pod-security-reason"] == "Triton needs host ports"
+
+
+def tenant_rules() -> dict[tuple[str, str], set[str]]:
+    _version, manifests = manifests_of("lab")
+    role = next(m for m in manifests if m["kind"] == "Role" and m["metadata"]["namespace"] == "inference")
+    return {(group, resource): set(rule["verbs"]) for rule in role["rules"]
+            for group in rule["apiGroups"] for resource in rule["resources"]}
+
+
+@pytest.mark.parametrize(("group", "resource"), [
+    ("", "resourcequotas"), ("", "limitranges"), ("networking.k8s.io", "networkpolicies"),
+    ("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings"),
+    ("kueue.x-k8s.io", "localqueues"),
+])
+def test_a_tenant_admin_only_reads_what_holds_the_tenant_in(group, resource):
+    assert tenant_rules()[(group, resource)] == {"get", "list", "watch"}
+
+
+def test_a_tenant_admin_runs_workloads_but_no_wildcards_and_no_daemonsets():
+    rules = tenant_rules()
+    assert {"create", "delete"} <= rules[("", "pods")] and {"create", "delete"} <= rules[("batch", "jobs")]
+    assert not any("*" in verbs or {"escalate", "bind", "impersonate"} & verbs for verbs in rules.values())
+    assert ("apps", "daemonsets") not in rules and ("", "*") not in rules
 
 
 def test_strict_validation_rejects_an_unknown_field():
@@ -87,6 +155,7 @@ def test_lab_tenants_come_from_the_platform_file():
 
 
 def test_charts_come_from_the_site_mirror_else_from_a_host_that_never_resolves(lab_files):
+    lab_files.edit("topologies/platform/lab.yaml", LAB_RELEASES, "")
     lab_files.edit("topologies/platform/lab.yaml", "versions: {}",
                    "versions: {}\n  helm_repositories: {nvidia: https://helm-mirror.example.com/nvidia/}")
     site = lab_files.load()
@@ -95,13 +164,23 @@ def test_charts_come_from_the_site_mirror_else_from_a_host_that_never_resolves(l
         "https://helm-mirror.example.com/nvidia", True)
     assert (releases["training-operator"].repository, releases["training-operator"].repository_set) == (
         "https://helm-repository-not-set.invalid/kubeflow", False)
+    assert (releases["kueue"].repository, releases["kueue"].repository_set) == (
+        "http://10.10.0.11:8080/charts", True), "the site mirror's own charts need no entry"
 
 
-def test_releases_install_in_a_fixed_order_with_the_gpu_operator_after_its_crd_and_ofed_providers():
+def test_the_lab_installs_only_the_release_its_mirror_carries():
     site = load_site("lab", REPO)
+    (kueue,) = helm_releases(site, load_platform(site), load_matrix(REPO))
+    assert (kueue.name, kueue.chart, kueue.namespace, kueue.needs) == ("kueue", "site-mirror/kueue", "kueue-system", ())
+    assert kueue.values["controllerManager"]["manager"]["image"] == {
+        "repository": "10.10.0.11:5000/kueue", "tag": "v0.17.0", "pullPolicy": "IfNotPresent"}
+
+
+def test_releases_install_in_a_fixed_order_with_the_gpu_operator_after_its_crd_and_ofed_providers(full_lab):
+    site, _ = full_lab
     releases = helm_releases(site, load_platform(site), load_matrix(REPO))
     order = [r.name for r in releases]
-    assert order == ["kube-prometheus-stack", "network-operator", "gpu-operator", "training-operator"]
+    assert order == ["kube-prometheus-stack", "network-operator", "gpu-operator", "training-operator", "kueue"]
     assert all(order.index(need) < order.index(r.name) for r in releases for need in r.needs)
     assert next(r.needs for r in releases if r.name == "gpu-operator") == ("kube-prometheus-stack", "network-operator")
 
@@ -110,10 +189,11 @@ def test_a_site_without_platform_file_gets_defaults_and_no_tenants():
     assert load_platform(load_site("reference", REPO)) == PlatformDesign()
 
 
-def test_tenant_quota_limits_gpu_requests():
+def test_tenant_quota_is_the_guarantee_plus_what_it_may_borrow():
+    """16 GPUs in the lab: research (8, borrows any) may hold all 16, inference (4, borrows none) 4."""
     _version, manifests = manifests_of("lab")
     quotas = {m["metadata"]["namespace"]: m["spec"]["hard"] for m in manifests if m["kind"] == "ResourceQuota"}
-    assert quotas == {"research": {"requests.nvidia.com/gpu": "8"}, "inference": {"requests.nvidia.com/gpu": "4"}}
+    assert quotas == {"research": {"requests.nvidia.com/gpu": "16"}, "inference": {"requests.nvidia.com/gpu": "4"}}
 
 
 def tenant_policies(namespace: str) -> dict[str, dict]:
@@ -188,6 +268,11 @@ def test_rdma_shared_plugin_exposes_the_gpu_fabric_ports():
     ("network: rdma_shared", "network: infiniband", "platform.network"),
     ("name: research", "name: Research_Team", "platform.tenants[0].name"),
     ("gpus: 8", "gpus: -1", "platform.tenants[0].gpus"),
+    ("gpus: 8,", "gpus: 8, borrow: -2,", "platform.tenants[0].borrow"),
+    ("gpus: 8,", "gpus: 8, quota: 9,", "platform.tenants[0].quota"),
+    ("gpus: 8,", "gpus: 8, pod_security: {level: privileged},", "platform.tenants[0].pod_security.reason"),
+    ("gpus: 8,", "gpus: 8, pod_security: {level: root, reason: x},", "platform.tenants[0].pod_security.level"),
+    ("releases: [kueue]", "releases: kueue", "platform.releases"),
     ("tenants:", "tenant:", "platform.tenant"),
     ("versions: {}", "versions: {}\n  helm_repositories: {nvidia: oci://mirror/nvidia}", "platform.helm_repositories.nvidia"),
     ("versions: {}", "versions: {}\n  helm_repositories: [nvidia]", "platform.helm_repositories"),

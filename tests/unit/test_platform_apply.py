@@ -18,6 +18,9 @@ from rackform.render.platform_files import platform_files
 from rackform.run.platform_apply import PlatformUnavailable, apply_platform, platform_kubeconfig
 
 MIRROR = "https://helm-mirror.example.com"
+SITE_MIRROR_CHARTS = "http://10.10.0.11:8080/charts"
+LAB_RELEASES = "  releases: [kueue]\n"
+"""The shipped lab installs Kueue only (its mirror carries no other chart); these tests install every release."""
 STAND_IN = f"""#!{sys.executable}
 import json, os, sys
 tool = os.path.basename(sys.argv[0])
@@ -56,13 +59,15 @@ class Cluster:
 
 @pytest.fixture()
 def cluster(lab_files, tmp_path) -> Cluster:
+    lab_files.edit("topologies/platform/lab.yaml", LAB_RELEASES, "")
     lab_files.edit("topologies/platform/lab.yaml", "versions: {}", "versions: {}\n  helm_repositories: {"
                    f"nvidia: {MIRROR}/nvidia, kubeflow: {MIRROR}/kubeflow, prometheus-community: {MIRROR}/pc}}")
     return Cluster(tmp_path, lab_files.load())
 
 
 def helm_argv(name, chart, repo, version, namespace):
-    return ["upgrade", name, chart, "--install", "--repo", f"{MIRROR}/{repo}", "--version", version,
+    url = repo if repo.startswith("http://") else f"{MIRROR}/{repo}"
+    return ["upgrade", name, chart, "--install", "--repo", url, "--version", version,
             "--namespace", namespace, "--values", f"helm/{name}/values.yaml"]
 
 
@@ -73,6 +78,9 @@ EXPECTED = [
     ("helm", helm_argv("network-operator", "network-operator", "nvidia", "25.4.0", "nvidia-network-operator") + WAIT),
     ("helm", helm_argv("gpu-operator", "gpu-operator", "nvidia", "v25.3.0", "gpu-operator") + WAIT),
     ("helm", helm_argv("training-operator", "training-operator", "kubeflow", "v1.9.0", "kubeflow") + WAIT),
+    ("helm", helm_argv("kueue", "kueue", SITE_MIRROR_CHARTS, "0.17.0", "kueue-system") + WAIT),
+    # the releases' own kinds (Kueue's queues, kube-prometheus-stack's alert rules), once their CRDs exist
+    ("kubectl", ["apply", "--server-side", "--field-manager=rackform", "-k", "after-releases"]),
 ]
 
 
@@ -103,6 +111,13 @@ def test_a_failed_release_stops_the_rest_and_says_which_and_why(cluster):
         "cluster", "helm upgrade --install gpu-operator", "exit 3: Error: UPGRADE FAILED: context deadline exceeded")
 
 
+def test_the_shipped_lab_installs_kueue_from_its_site_mirror_then_its_queues(lab_site, tmp_path):
+    """No helm_repositories entry: the one chart the lab installs is the site mirror's own."""
+    lab = Cluster(tmp_path, lab_site)
+    assert apply_platform(lab.project, lab.kubeconfig, environ=lab.environ).ok
+    assert [(c["tool"], c["argv"]) for c in lab.calls()] == [EXPECTED[0], *EXPECTED[-2:]]
+
+
 def test_without_a_kubeconfig_nothing_runs_and_the_reason_is_plain(cluster):
     with pytest.raises(PlatformUnavailable, match=r"no kubeconfig for site lab: the kubernetes stage fetched none"):
         apply_platform(cluster.project, None, environ=cluster.environ)
@@ -122,6 +137,7 @@ def test_a_missing_tool_is_named(cluster, tools, reason):
 
 
 def test_a_chart_without_repository_is_refused_before_anything_runs(lab_files, tmp_path):
+    lab_files.edit("topologies/platform/lab.yaml", LAB_RELEASES, "")
     cluster = Cluster(tmp_path, lab_files.load())
     with pytest.raises(PlatformUnavailable) as raised:
         apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)

@@ -1,8 +1,12 @@
-"""The GPU platform component under Pulumi's mocks: what it creates, its dependency on
-the bootstrap, the kubeconfig secret where it reaches the Kubernetes provider, Helm
-releases with stable names, repositories and order that match the rendered release
-files, and every object it sends to the API server valid for the site's Kubernetes
-version (kubernetes-validate --strict; custom resources against their CRD schema)."""
+"""The platform stage under Pulumi's mocks, built the way the program builds it (SiteCluster
+with the real stage digests): one Playbook applies build/<site>/platform/ as `rackform deploy`
+does, and pulumi-kubernetes holds only the protected namespaces.
+
+What the engine receives is read from the mock monitor's RegisterResource requests: the
+inputs, the dependencies, and the `protect` / `retainOnDelete` flags the engine enforces on
+`pulumi destroy`. The engine's enforcement itself cannot run here (no Pulumi CLI): these tests
+show the flags reach it, not that it honours them.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,7 @@ import sys
 from pathlib import Path
 
 import pulumi
-import pulumi_kubernetes as k8s
 import pytest
-import yaml
 from google.protobuf import json_format
 from platform_validation import problems
 from pulumi.runtime.mocks import MockMonitor
@@ -23,21 +25,25 @@ STACKS = REPO / "stacks"
 if str(STACKS) not in sys.path:
     sys.path.insert(0, str(STACKS))
 
-from components.platform import GpuPlatform, GpuPlatformArgs  # noqa: E402
-from providers.playbook import Playbook, PlaybookArgs  # noqa: E402
+from components.platform import cluster_identifier  # noqa: E402
+from components.site import SiteCluster, SiteClusterArgs  # noqa: E402
+from components.stages import stage_digests  # noqa: E402
 
-from rackform.k8s.manifests import PLATFORM_COMPONENTS  # noqa: E402
+from rackform.k8s.manifests import component_namespace, installed_components, tenant_namespace  # noqa: E402
 from rackform.k8s.platform import load_platform  # noqa: E402
 from rackform.k8s.versions import load_matrix  # noqa: E402
-from rackform.model.loader import load_site  # noqa: E402
-from rackform.render.platform_files import platform_files  # noqa: E402
+from rackform.pipeline import load_and_check  # noqa: E402
+from rackform.render.project import render_files  # noqa: E402
+from rackform.k8s.manifests import FIELD_MANAGER, PULUMI_FIELD_MANAGER  # noqa: E402
 
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
-PLAIN_KINDS = {"Namespace", "ConfigMap", "ResourceQuota", "StorageClass", "Role", "RoleBinding", "NetworkPolicy",
-               "NetworkAttachmentDefinition"}
 SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
 """How the Pulumi SDK marks a secret value in a RegisterResource request (rpc._special_secret_sig)."""
-RELEASE = "kubernetes:helm.sh/v3:Release"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""How the Pulumi SDK sends an unknown value (rpc.UNKNOWN)."""
+PLAYBOOK = "pulumi-python:dynamic/rackform:Playbook"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PROVIDER = "pulumi:providers:kubernetes"
 
 
 class Recorder(MockMonitor):
@@ -48,141 +54,226 @@ class Recorder(MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         state = self.resources[response.urn].state if response.urn in self.resources else {}
-        self.registered.append({"type": request.type, "name": request.name, "inputs": state,
-                                "sent": json_format.MessageToDict(request.object),
-                                "dependencies": [urn.rsplit("::", 1)[-1] for urn in request.dependencies]})
+        self.registered.append({
+            "type": request.type, "name": request.name, "parent": request.parent.rsplit("::", 1)[-1],
+            "inputs": state, "sent": json_format.MessageToDict(request.object),
+            "dependencies": [urn.rsplit("::", 1)[-1] for urn in request.dependencies],
+            "provider": request.provider.rsplit("::", 1)[0].rsplit("::", 1)[-1],  # "<urn>::<id>"
+            "protect": request.HasField("protect") and request.protect,
+            "retain_on_delete": request.HasField("retainOnDelete") and request.retainOnDelete,
+        })
         return response
 
+    def named(self, name: str) -> dict:
+        return next(r for r in self.registered if r["name"] == name)
 
-class EchoMocks(pulumi.runtime.Mocks):
+    def by_type(self, type_: str) -> list[dict]:
+        return [r for r in self.registered if r["type"] == type_]
+
+
+class StageMocks(pulumi.runtime.Mocks):
+    """Echo the inputs; the kubernetes stage reports `kubeconfig` (None: unknown in a preview)."""
+
+    def __init__(self, kubeconfig: str | None):
+        self.kubeconfig = kubeconfig
+
     def new_resource(self, args):
-        return f"{args.name}-id", dict(args.inputs)
+        outputs = dict(args.inputs)
+        if args.typ == PLAYBOOK:
+            outputs["failed_hosts"] = []
+            outputs.pop("kubeconfig", None)
+            if self.kubeconfig is not None and args.inputs.get("stage") == "kubernetes":
+                outputs["kubeconfig"] = self.kubeconfig
+        return f"{args.name}-id", outputs
 
     def call(self, args):
         return {}, None
 
 
-class Built:
-    def __init__(self):
-        self.monitor: Recorder | None = None
-        self.platform: GpuPlatform | None = None
-
-
-@pytest.fixture(scope="module")
-def built() -> Built:
-    result = Built()
-    result.monitor = Recorder(EchoMocks())
+def build(*, preview: bool, kubeconfig: str | None) -> Recorder:
+    monitor = Recorder(StageMocks(kubeconfig))
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.settings.ROOT.set(None)
     pulumi.runtime.set_all_config({})
-    pulumi.runtime.set_mocks(result.monitor.mocks, project="rackform", stack="lab", preview=False,
-                             monitor=result.monitor)
-    site = load_site("lab", REPO)
+    pulumi.runtime.set_mocks(monitor.mocks, project="rackform", stack="lab", preview=preview, monitor=monitor)
+    site, _ = load_and_check("lab", REPO)
 
     @pulumi.runtime.test
     def program():
-        bootstrap = Playbook("lab-kubernetes", PlaybookArgs(site="lab", stage="kubernetes", root=str(REPO),
-                                                             digest="sha256:kubernetes"))
-        args = GpuPlatformArgs(site=site, design=load_platform(site), matrix=load_matrix(REPO),
-                               kubeconfig=pulumi.Output.secret(KUBECONFIG), after=[bootstrap])
-        result.platform = GpuPlatform("lab-platform", args)
-        # The control for the secrecy test: a provider given the kubeconfig as a plain string.
-        k8s.Provider("control-plain-k8s", kubeconfig=KUBECONFIG)
+        SiteCluster(site.name, SiteClusterArgs(site=site, root=str(REPO), stage_digests=stage_digests(site),
+                                               bare_metal_nodes=False))
 
     program()
-    return result
+    return monitor
 
 
-def registered(built: Built, type_prefix: str) -> list[dict]:
-    return [r for r in built.monitor.registered if r["type"].startswith(type_prefix)]
+@pytest.fixture(scope="module")
+def up() -> Recorder:
+    """`pulumi up` after the kubernetes stage fetched a kubeconfig."""
+    return build(preview=False, kubeconfig=KUBECONFIG)
 
 
-def test_one_helm_release_per_platform_component(built):
-    charts = sorted(r["inputs"]["chart"] for r in registered(built, RELEASE))
-    matrix = load_matrix(REPO)
-    assert charts == sorted(matrix.components[name].chart.split("/")[1] for name in PLATFORM_COMPONENTS)
+@pytest.fixture(scope="module")
+def preview() -> Recorder:
+    """`pulumi preview` of a new site: the kubernetes stage pending, its kubeconfig unknown."""
+    return build(preview=True, kubeconfig=None)
 
 
-def test_helm_releases_pin_the_matrix_versions(built):
-    matrix = load_matrix(REPO)
-    pinned = {r["inputs"]["chart"]: r["inputs"]["version"] for r in registered(built, RELEASE)}
-    assert pinned == {matrix.components[n].chart.split("/")[1]: matrix.components[n].default for n in PLATFORM_COMPONENTS}
+def rendered_namespaces() -> dict[str, dict]:
+    site, _ = load_and_check("lab", REPO)
+    design, matrix = load_platform(site), load_matrix(REPO)
+    manifests = [*(component_namespace(name, matrix) for name in installed_components(design)),
+                 *(tenant_namespace(tenant) for tenant in design.tenants)]
+    return {m["metadata"]["name"]: m for m in manifests}
 
 
-def test_releases_are_the_rendered_release_files(built):
-    """One source: what Pulumi installs is what `rackform render` writes for the CLI and GitOps."""
-    files = platform_files(load_site("lab", REPO))
-    for release in registered(built, RELEASE):
-        inputs = release["inputs"]
-        record = yaml.safe_load(files[f"platform/helm/{inputs['name']}/release.yaml"])
-        values = yaml.safe_load(files[f"platform/helm/{inputs['name']}/values.yaml"])
-        assert (inputs["chart"], inputs["repositoryOpts"]["repo"], inputs["version"], inputs["namespace"],
-                inputs["values"], inputs["timeout"]) == (record["chart"], record["repository"], record["version"],
-                                                         record["namespace"], values, record["timeout_s"])
+def platform_children(monitor: Recorder) -> list[dict]:
+    return [r for r in monitor.registered if r["parent"] == "lab-platform"]
 
 
-def test_releases_have_stable_helm_names(built):
-    assert {r["name"]: r["inputs"]["name"] for r in registered(built, RELEASE)} == {
-        f"lab-platform-{name}": name
-        for name in ("kube-prometheus-stack", "network-operator", "gpu-operator", "training-operator")}
+# ---------------------------------------------------------------- one apply, the CLI's
 
 
-def test_the_gpu_operator_waits_for_the_servicemonitor_crd_and_ofed_releases(built):
-    gpu = next(r for r in registered(built, RELEASE) if r["name"] == "lab-platform-gpu-operator")
-    assert {"lab-platform-kube-prometheus-stack", "lab-platform-network-operator"} <= set(gpu["dependencies"])
+def test_the_platform_stage_is_a_playbook_of_the_platform_stage_with_the_clis_digest(up):
+    """The digest `rackform deploy` records for the platform (rackform.pipeline.stage_digests)."""
+    site, _ = load_and_check("lab", REPO)
+    from rackform.pipeline import stage_digests as recorded_digests
+
+    apply = up.named("lab-platform-apply")
+    assert (apply["type"], apply["parent"]) == (PLAYBOOK, "lab-platform")
+    assert {key: apply["inputs"][key] for key in ("site", "stage", "root", "digest")} == {
+        "site": "lab", "stage": "platform", "root": str(REPO),
+        "digest": recorded_digests(render_files(site))["platform"]}
 
 
-def test_gpu_operator_release_enables_driver_toolkit_device_plugin_and_dcgm(built):
-    release = next(r for r in registered(built, RELEASE) if r["name"].endswith("gpu-operator"))
-    values = release["inputs"]["values"]
-    assert [values[key]["enabled"] for key in ("driver", "toolkit", "devicePlugin", "dcgmExporter")] == [True] * 4
+def test_the_platform_contains_a_provider_its_namespaces_and_the_playbook_only(up):
+    kinds = sorted({r["type"] for r in platform_children(up)})
+    assert kinds == sorted([PROVIDER, NAMESPACE, PLAYBOOK])
 
 
-def provider(built: Built, name: str) -> dict:
-    return next(r for r in built.monitor.registered if r["type"] == "pulumi:providers:kubernetes" and r["name"] == name)
+def test_no_helm_release_nor_other_kubernetes_object_is_a_pulumi_resource(up):
+    """helm and kubectl, driven by the platform Playbook, install them: one owner per object."""
+    assert [r["name"] for r in up.registered if r["type"].startswith("kubernetes:") and r["type"] != NAMESPACE] == []
+
+
+def test_the_platform_playbook_waits_for_the_bootstrap_and_every_namespace(up):
+    namespaces = {r["name"] for r in up.by_type(NAMESPACE)}
+    assert set(up.named("lab-platform-apply")["dependencies"]) == {"lab-kubernetes"} | namespaces
+
+
+def test_verify_waits_for_the_platform_playbook(up):
+    assert up.named("lab-verify")["dependencies"] == ["lab-platform-apply"]
+
+
+def test_the_platform_playbook_takes_the_hosts_lost_before_it(up):
+    """Its left_out is the kubernetes stage's failed_hosts, as `rackform deploy` carries them."""
+    assert up.named("lab-platform-apply")["inputs"]["left_out"] == []
+    assert up.named("lab-platform-apply")["inputs"]["last"] is False
+
+
+# ---------------------------------------------------------------- the protected namespaces
+
+
+def test_the_namespaces_are_exactly_the_installed_components_and_tenants(up):
+    assert {r["inputs"]["metadata"]["name"] for r in up.by_type(NAMESPACE)} == set(rendered_namespaces())
+
+
+def test_each_namespace_is_the_rendered_one_with_the_clis_field_manager(up):
+    """The very objects platform/manifests/ holds (kubectl applies those), whose annotation gives
+    pulumi-kubernetes the same Server-Side Apply field manager as kubectl's."""
+    rendered = rendered_namespaces()
+    for r in up.by_type(NAMESPACE):
+        metadata = dict(r["inputs"]["metadata"])
+        assert metadata["annotations"][PULUMI_FIELD_MANAGER] == FIELD_MANAGER == "rackform"
+        assert metadata == rendered[metadata["name"]]["metadata"]
+
+
+def test_a_loosened_tenant_keeps_its_pod_security_reason(lab_files):
+    """The tenant's own annotation travels beside the field manager's."""
+    from components.platform import platform_namespaces
+
+    lab_files.edit("topologies/platform/lab.yaml", "{name: inference, gpus: 4, borrow: 0, admins: [carol]}",
+                   "{name: inference, gpus: 4, borrow: 0, admins: [carol], "
+                   "pod_security: {level: baseline, reason: device plugin debugging}}")
+    site = lab_files.load()
+    design = load_platform(site)
+    sent = {m["metadata"]["name"]: m for m in platform_namespaces(design, load_matrix(REPO))}
+    assert sent["inference"]["metadata"]["annotations"] == {
+        "rackform.io/pod-security-reason": "device plugin debugging", PULUMI_FIELD_MANAGER: FIELD_MANAGER}
+
+
+def test_every_namespace_sent_validates_strictly_for_the_site_kubernetes_version(up):
+    version = load_and_check("lab", REPO)[0].kubernetes.version
+    sent = [dict(r["inputs"]) for r in up.by_type(NAMESPACE)]
+    assert sent and {(o["apiVersion"], o["kind"]) for o in sent} == {("v1", "Namespace")}
+    assert [problem for obj in sent for problem in problems(obj, version)] == []
+
+
+def test_the_namespaces_go_through_the_platform_provider(up):
+    assert {r["provider"] for r in up.by_type(NAMESPACE)} == {"lab-platform-k8s"}
+
+
+# ---------------------------------------------------------------- pulumi destroy
+
+
+def test_destroy_stops_at_the_namespaces_and_the_platform_playbook(up):
+    """`protect` reaches the engine for each namespace and the platform Playbook: `pulumi destroy`
+    (and an up that would delete one: a tenant taken out of the design) refuses to delete them."""
+    protected = {r["name"] for r in up.registered if r["protect"]}
+    assert protected == {r["name"] for r in up.by_type(NAMESPACE)} | {"lab-platform-apply"}
+
+
+def test_an_unprotected_delete_only_forgets_them(up):
+    """`retainOnDelete`: after `pulumi state unprotect`, deleting one leaves the namespace (and its
+    workloads) and the applied platform on the cluster; the Playbook's own delete does nothing."""
+    for r in [*up.by_type(NAMESPACE), up.named("lab-platform-apply")]:
+        assert r["retain_on_delete"], r["name"]
+
+
+def test_the_other_stages_are_retained_but_not_protected(up):
+    stages = [r for r in up.by_type(PLAYBOOK) if r["name"] != "lab-platform-apply"]
+    assert stages and all(r["retain_on_delete"] and not r["protect"] for r in stages)
+
+
+# ---------------------------------------------------------------- the provider and the kubeconfig
 
 
 def is_secret(sent: object) -> bool:
     return isinstance(sent, dict) and sent.get(SECRET_SIG[0]) == SECRET_SIG[1]
 
 
-def test_the_provider_depends_on_the_bootstrap(built):
-    assert "lab-kubernetes" in provider(built, "lab-platform-k8s")["dependencies"]
-
-
-def test_every_platform_resource_depends_on_the_bootstrap(built):
-    resources = [r for r in built.monitor.registered if r["type"].startswith("kubernetes:")]
-    assert resources and [r["name"] for r in resources if "lab-kubernetes" not in r["dependencies"]] == []
-
-
-def test_the_kubeconfig_reaches_the_kubernetes_provider_as_a_secret(built):
-    """What the engine receives in the provider's RegisterResource request, not our own Output."""
-    sent = provider(built, "lab-platform-k8s")["sent"]["kubeconfig"]
+def test_the_provider_gets_the_kubeconfig_as_a_secret(up):
+    sent = up.named("lab-platform-k8s")["sent"]["kubeconfig"]
     assert (is_secret(sent), sent.get("value")) == (True, KUBECONFIG)
 
 
-def test_a_plain_kubeconfig_would_be_seen(built):
-    """The control: the same check reads a provider given a plain string as not secret."""
-    sent = provider(built, "control-plain-k8s")["sent"]["kubeconfig"]
-    assert (is_secret(sent), sent) == (False, KUBECONFIG)
+def test_the_provider_has_a_stable_cluster_identifier_ssa_and_adopts_existing_namespaces(up):
+    sent = up.named("lab-platform-k8s")["sent"]  # a provider's inputs travel as strings
+    assert (sent["clusterIdentifier"], sent["enableServerSideApply"], sent["upsertExistingObjects"]) == (
+        cluster_identifier("lab"), "true", "true") == ("rackform-lab", "true", "true")
 
 
-def test_namespaced_objects_depend_on_their_namespace(built):
-    quota = next(r for r in registered(built, "kubernetes:core/v1:ResourceQuota") if "research" in r["name"])
-    assert "lab-platform-namespace-research" in quota["dependencies"]
+def test_the_provider_depends_on_the_bootstrap(up):
+    assert "lab-kubernetes" in up.named("lab-platform-k8s")["dependencies"]
 
 
-def test_each_tenant_gets_namespace_quota_role_binding_and_default_deny(built):
-    kinds = {r["type"].split(":")[-1] for r in built.monitor.registered if "-research-" in r["name"] + "-"}
-    assert kinds >= {"Namespace", "ResourceQuota", "Role", "RoleBinding", "NetworkPolicy"}
+def _has_unknown(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return value == UNKNOWN
 
 
-def _as_manifest(registration: dict) -> dict:
-    return {key: value for key, value in registration["inputs"].items()}
+def test_in_a_preview_with_the_kubeconfig_unknown_only_the_provider_is_unknown(preview):
+    """Nothing in the platform but the provider reads the kubeconfig: the namespaces and the
+    platform Playbook are fully known, so the engine has no reason to replace them."""
+    assert _has_unknown(preview.named("lab-platform-k8s")["sent"]["kubeconfig"])
+    assert [r["name"] for r in platform_children(preview)
+            if r["type"] != PROVIDER and _has_unknown(r["sent"])] == []
 
 
-def test_every_object_sent_validates_strictly_for_the_site_kubernetes_version(built):
-    version = load_site("lab", REPO).kubernetes.version
-    objects = [_as_manifest(r) for r in built.monitor.registered if r["type"].split(":")[-1] in PLAIN_KINDS]
-    assert len(objects) >= 10 and {o["kind"] for o in objects} == PLAIN_KINDS
-    assert [problem for obj in objects for problem in problems(obj, version)] == []
+def test_in_that_preview_the_provider_still_has_its_cluster_identifier(preview):
+    """pulumi-kubernetes replaces a provider only when clusterIdentifier changes: never for an
+    unknown or rotated kubeconfig, so never its namespaces."""
+    assert preview.named("lab-platform-k8s")["sent"]["clusterIdentifier"] == "rackform-lab"

@@ -67,7 +67,7 @@ def test_check_accepts_an_ansible_stage():
     assert PlaybookProvider().check({}, PROPS).failures == []
 
 
-@pytest.mark.parametrize("stage", ["platform", "deploy"])
+@pytest.mark.parametrize("stage", ["deploy"])
 def test_check_refuses_a_stage_without_playbook(stage: str):
     failures = PlaybookProvider().check({}, PROPS | {"stage": stage}).failures
     assert [(f.property, f.reason.split(";")[0]) for f in failures] == [("stage", f"'{stage}' is not an Ansible stage")]

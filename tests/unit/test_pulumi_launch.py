@@ -171,7 +171,7 @@ def test_the_host_unpickles_the_bare_metal_provider_and_checks(provider_host):
 
 def test_the_host_unpickles_the_playbook_provider_and_imports_rackform(provider_host):
     """Playbook's check imports rackform.pipeline: the venv's editable install is on the path."""
-    news = {"__provider": pickled(PlaybookProvider()), "site": "lab", "stage": "platform", "root": str(REPO),
+    news = {"__provider": pickled(PlaybookProvider()), "site": "lab", "stage": "deploy", "root": str(REPO),
             "digest": "sha256:x"}
     response = provider_host.stub.Check(proto.CheckRequest(urn="urn:x", olds=marshal({}), news=marshal(news)))
     assert [f.property for f in response.failures] == ["stage"]

@@ -377,7 +377,7 @@ def test_switch_ports_come_from_the_cabling_plan(files, switch, port, descriptio
         ("inventory/group_vars/servers/fabric.yml", "fabric_host_roce_tos", 106),
         ("inventory/group_vars/servers/fabric.yml", "fabric_host_mtu", 9000),
         ("inventory/group_vars/all/ntp.yml", "site_ntp_servers", ["10.10.0.1"]),
-        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_version", "1.36.3"),
+        ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_version", "1.36.1"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kubeadm_config_api_version", "kubeadm.k8s.io/v1beta4"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_pods_subnet", "10.244.0.0/16"),
         ("inventory/group_vars/k8s_cluster/kubernetes.yml", "kube_service_addresses", "10.96.0.0/12"),
@@ -391,7 +391,7 @@ def test_switch_ports_come_from_the_cabling_plan(files, switch, port, descriptio
         ("inventory/group_vars/all/mirror.yml", "site_mirror_charts_url", "http://10.10.0.11:8080/charts"),
         ("inventory/group_vars/all/mirror.yml", "site_mirror_registry", "10.10.0.11:5000"),
         ("inventory/group_vars/all/mirror.yml", "site_mirror_air_gapped", True),
-        ("inventory/group_vars/all/mirror.yml", "site_mirror_bundle", "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3"),
+        ("inventory/group_vars/all/mirror.yml", "site_mirror_bundle", "/var/lib/rackform/mirror/bundles/kubernetes-1.36.1"),
         ("inventory/group_vars/cumulus/connection.yml", "ansible_connection", "ssh"),
     ],
 )
@@ -608,7 +608,8 @@ def _change_storage_serial(site):
 
 
 def _change_kubernetes_version(site):
-    site.kubernetes = site.kubernetes.model_copy(update={"version": "1.36.1"})
+    assert site.kubernetes.version != "1.36.3"
+    site.kubernetes = site.kubernetes.model_copy(update={"version": "1.36.3"})
 
 
 def _change_ntp_servers(site):

@@ -110,6 +110,52 @@ def test_multiline_text_is_written_as_a_literal_block():
     assert yamltext.dump({"hosts": "a b\nc d\n"}) == "---\nhosts: |\n  a b\n  c d\n"
 
 
+LONG_STRINGS = [
+    " ".join(["word"] * 60),
+    " ".join(["{{ $labels.gpu }} (UUID {{ $labels.UUID }}): `nvidia-smi -q` | grep -i xid; a: b #c - d"] * 4),
+    " ".join(['"quoted" and back\\slash and it\'s'] * 10),
+    " ".join(["#starts like a comment"] * 10),
+    " ".join(["- starts like a list item"] * 10),
+    " ".join(["---"] * 60),
+    " ".join(["ünïcode"] * 40),
+    "x" * 200 + " " + "y" * 10,
+    "short " + "z" * 300,
+    "double  spaces  are  never  a  break " * 8,
+    "no-spaces-at-all-" * 20,
+    " leading space" * 20,
+    "trailing space " * 20,
+    "tab\tinside " * 30,
+    "non\u00a0breaking " * 30,
+]
+
+
+@pytest.mark.parametrize("text", LONG_STRINGS)
+@pytest.mark.parametrize("wrap", [lambda t: {"key": t}, lambda t: {"a": {"b": [{"c": t}]}}, lambda t: [[t]],
+                                  lambda t: {"k" * 158: t}])
+def test_long_strings_load_back_unchanged(text, wrap):
+    assert yaml.safe_load(yamltext.dump(wrap(text))) == wrap(text)
+
+
+FOLDABLE = [s for s in LONG_STRINGS if s == s.strip(" ") and s.isprintable() and " " in s and "  " not in s]
+
+
+@pytest.mark.parametrize("text", FOLDABLE)
+def test_a_long_line_is_folded_to_what_ansible_lint_allows(text):
+    written = yamltext.dump({"spec": {"rules": [{"annotations": {"description": text}}]}})
+    longest = max(len(word) for word in text.split(" ")) + len("          ")
+    assert max(len(line) for line in written.splitlines()) <= max(yamltext.MAX_LINE, longest)
+    assert ">-" in written
+
+
+def test_a_long_line_is_broken_at_its_spaces():
+    assert yamltext.dump({"k": "a" * 100 + " " + "b" * 100}) == "---\nk: >-\n  " + "a" * 100 + "\n  " + "b" * 100 + "\n"
+
+
+def test_a_line_that_fits_is_written_as_it_was():
+    text = "word " * 30 + "end"
+    assert yamltext.dump({"key": text}) == f'---\nkey: "{text}"\n'
+
+
 def test_header_comes_before_the_document_start():
     assert yamltext.dump({"a": 1}, header="# note\n") == "# note\n---\na: 1\n"
 

@@ -61,7 +61,7 @@ def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
         "site_mirror_charts_url": "http://10.10.0.11:8080/charts",
         "site_mirror_registry": "10.10.0.11:5000",
         "site_mirror_air_gapped": True,
-        "site_mirror_bundle": "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3",
+        "site_mirror_bundle": "/var/lib/rackform/mirror/bundles/kubernetes-1.36.1",  # the lab's pin
     }
 
 

@@ -27,7 +27,6 @@ if str(STACKS) not in sys.path:
 
 from components.blocks import BLOCK_COMPONENTS, DgxNode, component_for  # noqa: E402
 from components.site import NO_CLUSTER_KUBECONFIG, SiteCluster, SiteClusterArgs  # noqa: E402
-from components.stages import ANSIBLE_STAGES  # noqa: E402
 
 from rackform.checks.findings import Finding  # noqa: E402
 from rackform.model.source import Loc  # noqa: E402
@@ -44,7 +43,7 @@ SITES_WITH_STACKS = [
     )
     for site in ("lab", "reference", "campus")
 ]
-FAKE_DIGESTS = {stage.name: f"sha256:{stage.name}" for stage in ANSIBLE_STAGES}
+FAKE_DIGESTS = {stage.name: f"sha256:{stage.name}" for stage in STAGES}
 
 
 @dataclass
@@ -230,21 +229,21 @@ def test_every_switch_is_in_exactly_one_group(built: Built):
 
 
 def test_stages_run_in_pipeline_order(built: Built):
+    """Every stage is a Playbook, the platform's too (inside its GpuPlatform)."""
     playbooks = built.monitor.by_type(PLAYBOOK_TYPE)
-    assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in ANSIBLE_STAGES]
+    assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in STAGES]
 
 
-def waited_for(built: Built, resource: Registration) -> set[str]:
-    """What depending on a resource means to the engine: a component stands for its children."""
-    if resource.type != PLATFORM_TYPE:
-        return {resource.name}
-    return {r.name for r in built.monitor.registered if r.parent == resource.name}
+def namespaces_of(built: Built) -> set[str]:
+    return {r.name for r in built.monitor.by_type("kubernetes:core/v1:Namespace")}
 
 
 def test_each_stage_depends_on_the_previous_one(built: Built):
-    stages = [r for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
+    """The platform Playbook also waits for the namespaces it applies into."""
+    stages = built.monitor.by_type(PLAYBOOK_TYPE)
     chain = [(r.name, set(r.dependencies)) for r in stages]
-    expected = [(s.name, waited_for(built, previous)) for previous, s in zip(stages, stages[1:])]
+    expected = [(s.name, {previous.name} | (namespaces_of(built) if s.inputs["stage"] == "platform" else set()))
+                for previous, s in zip(stages, stages[1:])]
     assert chain[1:] == expected
 
 
@@ -256,7 +255,8 @@ def test_no_switch_has_a_second_owner_besides_the_fabric_stage(built: Built):
 
 def test_the_platform_stage_sits_between_kubernetes_and_verify(built: Built):
     stages = [r.name for r in built.monitor.registered if r.type in (PLAYBOOK_TYPE, PLATFORM_TYPE)]
-    assert stages[-3:] == [f"{built.site}-kubernetes", f"{built.site}-platform", f"{built.site}-verify"]
+    assert stages[-4:] == [f"{built.site}-kubernetes", f"{built.site}-platform", f"{built.site}-platform-apply",
+                           f"{built.site}-verify"]
 
 
 def test_stage_inputs_carry_site_root_and_digest(built: Built):
@@ -292,8 +292,10 @@ def test_lab_component_tree(lab: Built):
     ]
 
 
-def test_lab_platform_is_a_component_not_a_playbook(lab: Built):
+def test_lab_platform_is_a_component_around_the_platform_playbook(lab: Built):
     assert lab.monitor.named("lab-platform").type == PLATFORM_TYPE
+    apply = lab.monitor.named("lab-platform-apply")
+    assert (apply.type, apply.parent, apply.inputs["stage"]) == (PLAYBOOK_TYPE, "lab-platform", "platform")
 
 
 def test_stack_lists_every_stage_including_the_platform(lab: Built):
@@ -317,9 +319,9 @@ def test_without_a_fetched_kubeconfig_the_provider_points_at_no_cluster(lab: Bui
     assert lab.kubeconfig_value == NO_CLUSTER_KUBECONFIG
 
 
-def test_verify_waits_for_everything_the_platform_creates(lab: Built):
-    platform_children = {r.name for r in lab.monitor.registered if r.parent == "lab-platform"}
-    assert platform_children and set(lab.monitor.named("lab-verify").dependencies) == platform_children
+def test_verify_waits_for_the_platform_playbook(lab: Built):
+    """Which waits for the namespaces and the bootstrap: verify runs after the whole platform."""
+    assert lab.monitor.named("lab-verify").dependencies == ["lab-platform-apply"]
 
 
 def test_hci_block_exposes_its_hosts_and_place(lab: Built):
@@ -461,9 +463,9 @@ def test_program_digests_are_the_ones_deploy_records():
     monitor = run_program("lab")
     digests = {r.inputs["stage"]: r.inputs["digest"] for r in monitor.by_type(PLAYBOOK_TYPE)}
     recorded = stage_digests(files)
-    assert digests == {stage.name: recorded[stage.name] for stage in ANSIBLE_STAGES}
+    assert digests == {stage.name: recorded[stage.name] for stage in STAGES}  # the platform's too
     # every stage hashes what it reads; verify also covers every stage before it
-    assert all(digests[stage.name] == stage_digest(files, stage.name) for stage in ANSIBLE_STAGES[:-1])
+    assert all(digests[stage.name] == stage_digest(files, stage.name) for stage in STAGES[:-1])
     assert digests["verify"] != stage_digest(files, "verify")
 
 

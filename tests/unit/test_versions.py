@@ -13,7 +13,8 @@ from rackform.k8s.versions import conflicts, kubernetes_minor, load_matrix
 from rackform.model.source import Loc, SourceError
 
 REPO = Path(__file__).resolve().parents[2]
-PINNED = ("gpu_operator", "network_operator", "training_operator", "calico", "multus", "kube_prometheus_stack")
+PINNED = ("gpu_operator", "network_operator", "training_operator", "calico", "multus", "kube_prometheus_stack",
+          "kueue")
 
 
 @pytest.fixture(scope="module")
@@ -53,15 +54,16 @@ def test_a_carried_release_pins_what_kubeadm_of_its_minor_pins_and_the_cni(matri
     assert carried.image_tags() == {
         "kube-apiserver": f"v{release}", "kube-controller-manager": f"v{release}", "kube-scheduler": f"v{release}",
         "kube-proxy": f"v{release}", "etcd": "3.6.8-0", "coredns": "v1.14.2", "pause": "3.10.2",
-        "kube-router": "v2.1.0"}
+        "kube-router": "v2.1.0", "kueue": "v0.17.0"}
     assert carried.package_versions() == {"kubeadm": release, "kubelet": release, "kubectl": release,
                                           "kubernetes-cni": "1.10.0"}
+    assert {name: pinned.version for name, pinned in carried.charts.items()} == {"kueue": "0.17.0"}
 
 
 def test_every_carried_fact_names_its_source(matrix):
     facts = [(f"{c.version}", c.source) for c in matrix.carried.values()]
     facts += [(f"{c.version} {p.name}", p.source) for c in matrix.carried.values()
-              for p in (*c.images.values(), *c.packages.values())]
+              for p in (*c.images.values(), *c.packages.values(), *c.charts.values())]
     assert [name for name, source in facts if not source.startswith(("doc:", "estimate:", "source:"))] == []
 
 
@@ -128,13 +130,16 @@ def test_an_incompatible_pair_chosen_by_the_site_is_refused_at_its_line(lab_file
     assert [str(f.loc) for f in findings] == ["topologies/platform/lab.yaml:6"]
 
 
+def version_line(lab_files, version: str) -> Loc:
+    """Where the lab's site file pins `version`."""
+    lines = lab_files.read("topologies/sites/lab.yaml").splitlines()
+    return Loc("topologies/sites/lab.yaml", lines.index(f'  version: "{version}"') + 1)
+
+
 def test_a_kubernetes_version_the_defaults_do_not_support_is_refused_at_its_line(lab_files):
-    # The lab takes its version from the matrix default; pin an old one in the site.
-    lab_files.edit_site("  control_plane: [mgmt-1", '  version: "1.27.9"\n  control_plane: [mgmt-1')
-    site = lab_files.load()
-    findings = list(platform_versions(site))
-    version_line = Loc(site.kubernetes_loc.path, site.kubernetes_loc.line + 1)
-    assert findings and {(f.key, f.loc) for f in findings} == {("kubernetes.version", version_line)}
+    lab_files.pin_lab_kubernetes("1.27.9")
+    findings = list(platform_versions(lab_files.load()))
+    assert findings and {(f.key, f.loc) for f in findings} == {("kubernetes.version", version_line(lab_files, "1.27.9"))}
 
 
 def test_bad_platform_file_is_a_finding_not_a_traceback(lab_files):
@@ -147,16 +152,14 @@ def test_the_shipped_lab_pins_a_release_its_mirror_carries(lab_files):
 
 
 def test_a_release_the_mirror_does_not_carry_is_refused_at_the_line_that_pins_it(lab_files):
-    lab_files.edit_site("  control_plane: [mgmt-1", '  version: "1.36.2"\n  control_plane: [mgmt-1')
-    site = lab_files.load()
-    findings = list(mirror_carries_release(site))
-    assert [(f.key, f.loc) for f in findings] == [("kubernetes.version", Loc(site.kubernetes_loc.path,
-                                                                               site.kubernetes_loc.line + 1))]
+    lab_files.pin_lab_kubernetes("1.36.2")
+    findings = list(mirror_carries_release(lab_files.load()))
+    assert [(f.key, f.loc) for f in findings] == [("kubernetes.version", version_line(lab_files, "1.36.2"))]
     assert "1.36.2 is not a release the site mirror carries; it carries 1.36.3, 1.36.1" in findings[0].message
 
 
 def test_a_site_without_a_mirror_may_pin_any_release(lab_files):
     lab_files.edit_site("mirror:\n  host: mgmt-1\n", "")
-    lab_files.edit_site("  control_plane: [mgmt-1", '  version: "1.35.2"\n  control_plane: [mgmt-1')
+    lab_files.pin_lab_kubernetes("1.35.2")
     site = lab_files.load()
     assert site.mirror is None and list(mirror_carries_release(site)) == []

@@ -1,0 +1,386 @@
+"""The platform on the lab's real cluster: tenants that hold, GPU quotas and fair-share queues.
+
+The shipped `lab` site as test_kubernetes_lab leaves it (tests/lab/conftest.py runs the
+modules back to back), its platform stage applied by `rackform deploy lab --stage platform`:
+the tenants `research` (8 GPUs guaranteed, may borrow) and `inference` (4, never borrows)
+from topologies/platform/lab.yaml, and Kueue, built here from its module and installed from
+the site mirror's chart and registry.
+
+Lab only, named as such: the GPU nodes advertise the 8 GPUs their block has
+(rackform.lab.gpus patches the Nodes' capacity); no GPU exists, so pods get a node, not a device.
+
+What is checked, against the API server:
+- a tenant admin (impersonated) may run workloads but neither `auth can-i` nor a real
+  attempt lets it delete or edit its ResourceQuota, or bind itself a role;
+- a privileged pod in a tenant namespace is refused at admission (Pod Security `restricted`);
+- a pod over the tenant's GPU quota is refused; one within it runs on a GPU node;
+- tenant research's pod reaches its own namespace's pods and the cluster DNS, not inference's;
+- fair share: research borrows inference's idle GPUs; when inference submits, Kueue preempts
+  research's borrowing job and inference's runs within its guarantee;
+- a second platform apply changes nothing.
+
+Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_platform_lab.py -s
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from rackform import cli
+from rackform.lab import gpus
+from rackform.model.loader import load_site
+from clusterlab import MIRROR_REGISTRY, REPO_ROOT, SITE, WORKERS, Kubectl, lab_kubectl, wait_for
+
+pytestmark = pytest.mark.lab
+
+ADMIN = {"research": "alice", "inference": "carol"}
+"""A tenant admin per tenant, as topologies/platform/lab.yaml names them."""
+PAUSE = f"{MIRROR_REGISTRY}/pause:3.10.2"
+SHELL_IMAGE = "kube-router"
+"""A bundle image with busybox (httpd, wget, nslookup) for the network probes."""
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+ADMISSION_TIMEOUT_S = 120
+
+
+def deploy_platform() -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["deploy", SITE, "--root", str(REPO_ROOT), "--stage", "platform"])
+    return code, out.getvalue() + err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def platform(shipped_lab_done) -> Kubectl:
+    """The platform stage applied to the lab cluster and its GPU nodes advertising their GPUs
+    (the lab-only step). The lab goes down when this module ends: it is the last to use it."""
+    code, said = deploy_platform()
+    assert code == 0, said[-3000:]
+    kubectl = lab_kubectl()
+    gpus.advertise(kubectl.argv, gpus.design_gpus(load_site(SITE, REPO_ROOT)))
+    return kubectl
+
+
+def pod(name: str, image: str = PAUSE, gpus_wanted: int = 0, command: list[str] | None = None,
+        labels: dict | None = None) -> dict:
+    container = {"name": "main", "image": image, "securityContext": CONTAINER_RESTRICTED}
+    if command:
+        container["command"] = command
+    if gpus_wanted:
+        container["resources"] = {"limits": {gpus.GPU_RESOURCE: str(gpus_wanted)}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {"app": name}},
+            "spec": {"securityContext": RESTRICTED, "containers": [container], "terminationGracePeriodSeconds": 0}}
+
+
+def create(kubectl: Kubectl, namespace: str, manifest: dict, *, check: bool = True, user: str | None = None):
+    return kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(manifest), check=check,
+                   user=user or ADMIN[namespace])
+
+
+# ---------------------------------------------------------------- tenants that hold
+
+
+@pytest.mark.parametrize("verb", ["delete", "update", "patch"])
+def test_a_tenant_admin_may_not_change_its_gpu_quota(platform, verb):
+    said = platform("auth", "can-i", verb, "resourcequota/gpu-quota", "-n", "inference", check=False, user="carol")
+    assert said.stdout.strip() == "no"
+
+
+def test_a_tenant_admin_may_run_workloads(platform):
+    for what in ("pods", "jobs.batch", "deployments.apps", "poddisruptionbudgets.policy"):
+        said = platform("auth", "can-i", "create", what, "-n", "inference", check=False, user="carol")
+        assert (what, said.stdout.strip()) == (what, "yes")
+
+
+def test_deleting_the_quota_as_the_tenant_admin_is_refused(platform):
+    refused = platform("-n", "inference", "delete", "resourcequota", "gpu-quota", check=False, user="carol")
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+    quota = platform.json("-n", "inference", "get", "resourcequota", "gpu-quota")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "4"}
+
+
+def test_raising_the_quota_as_the_tenant_admin_is_refused(platform):
+    patch = json.dumps({"spec": {"hard": {"requests.nvidia.com/gpu": "16"}}})
+    refused = platform("-n", "inference", "patch", "resourcequota", "gpu-quota", "--type=merge", "-p", patch,
+                       check=False, user="carol")
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+
+
+def test_a_tenant_admin_cannot_grant_itself_a_role(platform):
+    for argv in (["create", "rolebinding", "more", "--clusterrole=admin", "--user=carol"],
+                 ["create", "role", "more", "--verb=*", "--resource=resourcequotas"]):
+        refused = platform("-n", "inference", *argv, check=False, user="carol")
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stdout
+    assert platform("-n", "inference", "get", "rolebinding", "more", check=False).returncode != 0
+
+
+def test_a_tenant_admin_cannot_lift_its_network_policy(platform):
+    refused = platform("-n", "inference", "delete", "networkpolicy", "default-deny", check=False, user="carol")
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+
+
+def test_a_privileged_pod_is_refused_at_admission(platform):
+    manifest = pod("privileged")
+    manifest["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    refused = create(platform, "inference", manifest, check=False)
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted:latest"' in refused.stderr
+    assert platform("-n", "inference", "get", "pod", "privileged", check=False).returncode != 0
+
+
+# ---------------------------------------------------------------- GPU quota and placement
+
+
+def test_a_pod_over_the_tenant_gpu_quota_is_refused(platform):
+    refused = create(platform, "inference", pod("too-many-gpus", gpus_wanted=5), check=False)
+    assert refused.returncode != 0 and "exceeded quota: gpu-quota" in refused.stderr
+
+
+def test_a_pod_within_the_quota_runs_on_a_gpu_node(platform):
+    create(platform, "inference", pod("four-gpus", gpus_wanted=4))
+    try:
+        platform("-n", "inference", "wait", "--for=condition=Ready", "pod/four-gpus", "--timeout=120s", timeout_s=130)
+        placed = platform.json("-n", "inference", "get", "pod", "four-gpus")
+        assert placed["spec"]["nodeName"] in WORKERS
+    finally:
+        platform("-n", "inference", "delete", "pod", "four-gpus", "--wait=true", check=False, timeout_s=120)
+
+
+# ---------------------------------------------------------------- network isolation
+
+
+def web_server(namespace: str, image: str) -> dict:
+    """busybox httpd on :8080 serving `served-by-<namespace>`, its files in an emptyDir (the image's
+    root file system is not the non-root user's to write)."""
+    manifest = pod("web", image, command=["/bin/busybox", "sh", "-c",
+                                          f"echo served-by-{namespace} > /www/index.html && "
+                                          "exec /bin/busybox httpd -f -p 8080 -h /www"])
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "www", "mountPath": "/www"}]
+    manifest["spec"]["volumes"] = [{"name": "www", "emptyDir": {}}]
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def servers(platform):
+    """An HTTP server pod in each tenant namespace; name -> pod IP."""
+    image = f"{MIRROR_REGISTRY}/{SHELL_IMAGE}:{shell_tag()}"
+    addresses = {}
+    for namespace in ADMIN:
+        create(platform, namespace, web_server(namespace, image))
+    for namespace in ADMIN:
+        platform("-n", namespace, "wait", "--for=condition=Ready", "pod/web", "--timeout=120s", timeout_s=130)
+        addresses[namespace] = platform.json("-n", namespace, "get", "pod", "web")["status"]["podIP"]
+    yield addresses
+    remove_web_servers(platform)
+
+
+def remove_web_servers(platform) -> None:
+    for namespace in ADMIN:
+        platform("-n", namespace, "delete", "pod", "web", "--ignore-not-found", "--wait=true", check=False,
+                 timeout_s=120)
+
+
+def shell_tag() -> str:
+    from rackform.k8s.versions import load_matrix
+
+    return load_matrix(REPO_ROOT).carried[load_site(SITE, REPO_ROOT).kubernetes.version].images[SHELL_IMAGE].version
+
+
+def fetch(platform, namespace: str, url: str):
+    # busybox's own `wget -T` crashes in this build: the connection is bounded by `timeout` instead
+    return platform("-n", namespace, "exec", "web", "--", "/bin/busybox", "timeout", "5", "/bin/busybox", "wget",
+                    "-q", "-O", "-", url, check=False, timeout_s=30)
+
+
+def test_a_tenant_pod_reaches_its_own_namespace(platform, servers):
+    # The server answers itself through its pod IP: traffic within the namespace is allowed.
+    got = fetch(platform, "research", f"http://{servers['research']}:8080/")
+    assert got.returncode == 0 and got.stdout.strip() == "served-by-research", got.stderr
+
+
+def test_a_tenant_pod_cannot_reach_another_tenant(platform, servers):
+    got = fetch(platform, "research", f"http://{servers['inference']}:8080/")
+    assert got.returncode != 0, "research reached inference's pod"
+    # The control: the same server answers inside its own namespace, so the refusal is the policy's.
+    assert fetch(platform, "inference", f"http://{servers['inference']}:8080/").returncode == 0
+
+
+def test_a_tenant_pod_resolves_names_through_the_cluster_dns(platform, servers):
+    looked_up = platform("-n", "research", "exec", "web", "--", "/bin/busybox", "nslookup",
+                         "kubernetes.default.svc.cluster.local", check=False, timeout_s=30)
+    service_ip = platform.json("-n", "default", "get", "service", "kubernetes")["spec"]["clusterIP"]
+    assert looked_up.returncode == 0 and service_ip in looked_up.stdout, looked_up.stdout + looked_up.stderr
+
+
+# ---------------------------------------------------------------- fair share (Kueue)
+
+
+def job(name: str, queue: str, pods: int, gpus_each: int) -> dict:
+    template = pod(name, gpus_wanted=gpus_each)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"parallelism": pods, "completions": pods, "suspend": True, "backoffLimit": 0,
+                     "template": {"metadata": {"labels": {"job": name}},
+                                  "spec": {**template["spec"], "restartPolicy": "Never"}}}}
+
+
+def workload(platform, namespace: str, job_name: str) -> dict | None:
+    items = platform.json("-n", namespace, "get", "workloads.kueue.x-k8s.io")["items"]
+    return next((item for item in items if any(ref.get("name") == job_name
+                                               for ref in item["metadata"].get("ownerReferences", []))), None)
+
+
+def condition(item: dict | None, kind: str) -> dict | None:
+    if item is None:
+        return None
+    return next((c for c in item.get("status", {}).get("conditions", []) if c["type"] == kind and c["status"] == "True"),
+                None)
+
+
+def running_pods(platform, namespace: str, job_name: str) -> list[dict]:
+    items = platform.json("-n", namespace, "get", "pods", "-l", f"job={job_name}")["items"]
+    return [item for item in items if item["status"].get("phase") == "Running"]
+
+
+@pytest.fixture(scope="module")
+def fair_share(platform):
+    """research's 2 x 8-GPU job (16 GPUs: 8 guaranteed, 8 borrowed) runs; then inference submits
+    4 GPUs. What each step looked like."""
+    steps = {}
+    create(platform, "research", job("big", "gpu", pods=2, gpus_each=8))
+    wait_for("research's borrowing job admitted and running on both GPU nodes",
+             lambda: len(running_pods(platform, "research", "big")) == 2, ADMISSION_TIMEOUT_S)
+    steps["borrowed"] = platform.json("get", "clusterqueue", "research")["status"]
+    create(platform, "inference", job("small", "gpu", pods=1, gpus_each=4))
+    wait_for("inference's job running within its guarantee",
+             lambda: len(running_pods(platform, "inference", "small")) == 1, ADMISSION_TIMEOUT_S)
+    steps["research_workload"] = workload(platform, "research", "big")
+    steps["inference_queue"] = platform.json("get", "clusterqueue", "inference")["status"]
+    steps["research_running"] = len(running_pods(platform, "research", "big"))
+    for namespace, name in (("research", "big"), ("inference", "small")):  # what was seen is kept: free the GPUs
+        platform("-n", namespace, "delete", "job", name, "--cascade=foreground", "--wait=true", check=False,
+                 timeout_s=120)
+    return steps
+
+
+def gpu_usage(status: dict) -> tuple[int, int]:
+    """(GPUs in use, of them borrowed) from a ClusterQueue's status."""
+    for flavor in status.get("flavorsUsage") or []:
+        for resource in flavor["resources"]:
+            if resource["name"] == gpus.GPU_RESOURCE:
+                return int(resource.get("total", "0")), int(resource.get("borrowed", "0"))
+    return 0, 0
+
+
+def test_a_tenant_borrows_idle_gpus_beyond_its_guarantee(fair_share):
+    assert gpu_usage(fair_share["borrowed"]) == (16, 8)
+
+
+def test_the_owner_coming_back_preempts_the_borrower(fair_share):
+    evicted = condition(fair_share["research_workload"], "Evicted") or {}
+    preempted = condition(fair_share["research_workload"], "Preempted") or {}
+    assert "Preempted" in (evicted.get("reason"), preempted.get("type")), fair_share["research_workload"]
+    assert fair_share["research_running"] == 0
+
+
+def test_the_owner_runs_within_its_guarantee(fair_share):
+    assert gpu_usage(fair_share["inference_queue"]) == (4, 0)
+
+
+# ---------------------------------------------------------------- converged
+
+
+def test_a_second_platform_apply_succeeds_and_changes_no_tenant_object(platform):
+    before = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
+    code, said = deploy_platform()
+    assert code == 0, said[-3000:]
+    after = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
+    versions = lambda listed: {(i["kind"], i["metadata"]["name"]): i["metadata"]["resourceVersion"]  # noqa: E731
+                               for i in listed["items"]}
+    assert versions(after) == versions(before)
+
+
+# ---------------------------------------------------------------- day 2: rolling maintenance
+
+
+STEADY = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "steady"},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "steady"}},
+             "template": {"metadata": {"labels": {"app": "steady"}}, "spec": pod("steady")["spec"]}},
+}
+STEADY_PDB = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "steady"},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "steady"}}}}
+HOOK = """\
+#!/bin/sh
+# Runs between drain and uncordon: the host must be cordoned and hold none of steady's pods.
+set -e
+[ "$({kubectl} get node "$RACKFORM_HOST" -o jsonpath='{{.spec.unschedulable}}')" = true ]
+! {kubectl} -n research get pods -l app=steady -o wide --no-headers | grep -w "$RACKFORM_HOST"
+echo "$RACKFORM_HOST drained" >> {log}
+"""
+
+
+@pytest.fixture(scope="module")
+def maintained(platform, tmp_path_factory, monkeypatch_module):
+    """`rackform maintain lab --batch 1` on the workers (a hook as the maintenance) while a
+    deployment of 2 replicas with a PodDisruptionBudget of minAvailable 1 runs; its available
+    replicas sampled every half second meanwhile."""
+    import threading
+
+    remove_web_servers(platform)  # pods without a controller: a drain (rightly) refuses to delete them
+    folder = tmp_path_factory.mktemp("maintain")
+    kubectl_line = " ".join(platform.argv)
+    hook, log = folder / "hook.sh", folder / "drained.log"
+    hook.write_text(HOOK.format(kubectl=kubectl_line, log=log))
+    hook.chmod(0o755)
+    for manifest in (STEADY, STEADY_PDB):
+        create(platform, "research", manifest)
+    platform("-n", "research", "rollout", "status", "deployment/steady", "--timeout=120s", timeout_s=130)
+    samples: list[int] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            said = platform("-n", "research", "get", "deployment", "steady", "-o",
+                            "jsonpath={.status.availableReplicas}", check=False, timeout_s=10)
+            if said.returncode == 0:
+                samples.append(int(said.stdout or 0))
+            stop.wait(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    # day 2 drives the cluster with the kubectl on PATH: the pinned one, as an operator's would match it
+    monkeypatch_module.setenv("PATH", f"{platform.argv[0].rsplit('/', 1)[0]}:{__import__('os').environ['PATH']}")
+    monkeypatch_module.setenv("KUBECONFIG", platform.argv[2])
+    sampler.start()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["maintain", SITE, "--root", str(REPO_ROOT), "--batch", "1", "--limit", ",".join(WORKERS),
+                         "--hook", str(hook)])
+    stop.set()
+    sampler.join()
+    yield code, out.getvalue() + err.getvalue(), samples, log.read_text() if log.exists() else ""
+    for kind in ("deployment", "poddisruptionbudget"):
+        platform("-n", "research", "delete", kind, "steady", "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_maintain_drains_each_worker_in_turn_and_uncordons_it(maintained, platform):
+    code, said, _samples, drained = maintained
+    assert code == 0, said[-3000:]
+    assert drained.split() == [word for host in WORKERS for word in (host, "drained")]
+    nodes = platform.json("get", "nodes")["items"]
+    assert [n["metadata"]["name"] for n in nodes if n["spec"].get("unschedulable")] == []
+
+
+def test_maintain_never_takes_a_deployment_below_its_disruption_budget(maintained):
+    _code, _said, samples, _drained = maintained
+    assert len(samples) > 10, "the probe sampled the deployment through the maintenance"
+    assert min(samples) >= STEADY_PDB["spec"]["minAvailable"], samples
