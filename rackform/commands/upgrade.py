@@ -9,6 +9,7 @@ through the same runner as the stages; where none does, that is said and nothing
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -68,17 +69,24 @@ def run_maintenance_playbook(site_name: str, root: Path, playbook: str, limit: s
     from rackform.render.project import render_project
     from rackform.run.ansible import run_playbook
     from rackform.run.environment import stage_environment
+    from rackform.run.sitelock import SiteLocked, site_lock
 
     site, _warnings = load_and_check(site_name, root)
     project = build_dir(root, site.name)
-    render_project(site, project)
-    k8s = cluster.find(project)
-    if k8s.absent:
-        print(f"{playbook} not run: {k8s.absent.split(': nothing')[0]}; the change is recorded and the kubernetes "
-              f"stage installs it on the next deploy")
-        return EXIT_OK
-    envvars = stage_environment(site, {"kubernetes"}, private_key=private_key, say=print).envvars
-    result = run_playbook(project, playbook, limit=limit, envvars=envvars, quiet=False)
+    try:
+        # One run at a time per site: never beside a deploy, a rollout or a `pulumi up` of it.
+        with site_lock(root, site.name, say=print):
+            render_project(site, project)
+            k8s = cluster.find(project)
+            if k8s.absent:
+                print(f"{playbook} not run: {k8s.absent.split(': nothing')[0]}; the change is recorded and the "
+                      f"kubernetes stage installs it on the next deploy")
+                return EXIT_OK
+            envvars = stage_environment(site, {"kubernetes"}, private_key=private_key, say=print).envvars
+            result = run_playbook(project, playbook, limit=limit, envvars=envvars, quiet=False)
+    except SiteLocked as error:
+        print(f"rackform: {error}", file=sys.stderr)
+        return EXIT_FAILED
     failed = sorted({failure.host for failure in result.failures})
     print(f"{playbook}: {result.status} (rc {result.rc})" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return EXIT_OK if result.status == "successful" else EXIT_FAILED

@@ -165,7 +165,8 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
         after = os.path.relpath(Path(project_dir) / AFTER_RELEASES_DIR, platform_dir)
         steps.append(Step(f"kubectl apply -k {after}",
                           (kubectl, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k", after, *dry_run),
-                          MANIFESTS_TIMEOUT_S, AFTER_RELEASES_ATTEMPTS))
+                          # a dry run meets no webhook starting (and, on a new cluster, no CRDs yet): once
+                          MANIFESTS_TIMEOUT_S, 1 if check else AFTER_RELEASES_ATTEMPTS))
     for tenant in sorted(prune_tenants):
         steps += [
             Step(f"delete tenant {tenant}'s queue", (kubectl, "delete", "clusterqueues.kueue.x-k8s.io", tenant,

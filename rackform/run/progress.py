@@ -118,7 +118,7 @@ def some(names: Sequence[str], shown: int = NAMES_SHOWN) -> str:
 
 
 def stage_start_line(step: Step, left_out: Collection[str]) -> str:
-    line = f"[{step.label}] {step.playbook}"
+    line = f"[{step.label}] {step.playbook or step.name}"  # the platform stage has no playbook
     if left_out:
         line += f" (left out, failed earlier: {some(sorted(left_out))})"
     return line

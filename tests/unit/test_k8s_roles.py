@@ -37,6 +37,14 @@ def tasks(files, role: str, name: str = "main.yml") -> list[dict]:
     return yaml.safe_load(files[f"{ROLES_IN_PROJECT}{role}/tasks/{name}"])
 
 
+def flat_tasks(files, role: str, name: str) -> list[dict]:
+    """The tasks in the order they run, a block's own tasks then its `always` in its place."""
+    flat = []
+    for task in tasks(files, role, name):
+        flat += [*task.get("block", []), *task.get("always", [])] if "block" in task else [task]
+    return flat
+
+
 def test_kubernetes_stage_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
     assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
         ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
@@ -130,13 +138,13 @@ def test_only_a_node_not_at_the_target_is_upgraded(files, kubelet, upgraded):
 
 
 def test_upgrade_drains_workers_before_and_uncordons_after(files):
-    names = [task["name"] for task in tasks(files, "kubeadm", "upgrade_node.yml")]
+    names = [task["name"] for task in flat_tasks(files, "kubeadm", "upgrade_node.yml")]
     assert names.index("Cordon and drain this node") < names.index("Upgrade this node's kubeadm-managed configuration")
     assert names[-1] == "Uncordon this node"
 
 
 def test_every_held_package_is_released_before_kubeadm_moves_and_held_again_after(files):
-    steps = tasks(files, "kubeadm", "upgrade_node.yml")
+    steps = flat_tasks(files, "kubeadm", "upgrade_node.yml")
     names = [task["name"] for task in steps]
     unhold = next(task for task in steps if task["name"].startswith("Unhold"))
     hold = next(task for task in steps if task["name"].startswith("Hold"))
@@ -150,11 +158,28 @@ def test_every_held_package_is_released_before_kubeadm_moves_and_held_again_afte
     (True, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3", "--ignore-preflight-errors=SystemVerification"]),
 ])
 def test_upgrade_apply_ignores_the_cgroup_v1_preflight_only_on_cgroup_v1(files, cgroup_v1, command):
-    apply = next(task for task in tasks(files, "kubeadm", "upgrade_node.yml")
-                 if task["name"] == "Upgrade the cluster from the first control-plane node")
+    steps = {task["name"]: task for task in flat_tasks(files, "kubeadm", "upgrade_node.yml")}
+    apply = steps["Upgrade the cluster from the first control-plane node"]
     cmd = ansible_value(apply["ansible.builtin.command"]["cmd"], kube_version="1.36.3", kubeadm_cgroup_v1=cgroup_v1)
     assert cmd.split() == command
     assert apply["when"] == "kubeadm_node_role == 'control_plane' and inventory_hostname == kubeadm_init_host"
+    node = steps["Upgrade this node's kubeadm-managed configuration"]
+    cmd = ansible_value(node["ansible.builtin.command"]["cmd"], kubeadm_cgroup_v1=cgroup_v1)
+    assert cmd.split() == ["kubeadm", "upgrade", "node", *command[5:]]
+
+
+def test_a_control_plane_node_hands_the_vip_away_before_its_api_restarts_and_always_takes_part_again(files):
+    steps = tasks(files, "kubeadm", "upgrade_node.yml")
+    names = [task["name"] for task in steps]
+    hand = steps[names.index("Hand the API's virtual IP to another control-plane node")]
+    block = steps[names.index("Upgrade and restart this node's Kubernetes")]
+    assert names.index(hand["name"]) < names.index(block["name"])
+    assert hand["ansible.builtin.systemd_service"] == {"name": "keepalived", "state": "stopped"}
+    (again,) = block["always"]
+    assert again["ansible.builtin.systemd_service"] == {"name": "keepalived", "state": "started"}
+    assert hand["when"] == again["when"] == "kubeadm_node_role == 'control_plane' and kubeadm_vip_enabled | bool"
+    inner = [task["name"] for task in block["block"]]
+    assert inner[-1] == "Wait for this node's API to answer again", "the VIP comes back only to a node that answers"
 
 
 def test_scale_configures_no_control_plane_node(files):
