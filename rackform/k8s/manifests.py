@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackform.k8s.alerts import alert_rules
+from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
 from rackform.k8s.gpu_sharing import gpu_operator_values, merge_values, sharing_manifests
 from rackform.k8s.platform import PlatformDesign, Tenant
 from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
@@ -275,6 +275,30 @@ def gpu_dashboard(namespace_name: str) -> Manifest:
             "data": {"gpus.json": json.dumps(dashboard, indent=0, sort_keys=True)}}
 
 
+DCGM_METRICS_CONFIG = "dcgm-metrics"
+DCGM_METRICS_FILE = "dcgm-metrics.csv"
+DCGM_COLLECTORS_PATH = f"/etc/dcgm-exporter/{DCGM_METRICS_FILE}"
+"""Where the GPU Operator mounts `dcgmExporter.config.name`'s ConfigMap in the exporter, and the
+variable that points dcgm-exporter at it (doc: GPU Operator, custom DCGM metrics, as recalled)."""
+DCGM_EXTRA_COUNTERS = (
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+)
+"""What the dashboard plots and a site watches besides the alerts' counters (dcgm-exporter's names)."""
+
+
+def dcgm_metrics(namespace_name: str) -> Manifest:
+    """The counters dcgm-exporter exports: the ones the dashboard plots and every one the alert
+    rules read, among them the ECC and NVLink error counters its own default list leaves out
+    (rackform.k8s.alerts.DCGM_COUNTERS_NEEDED). The list replaces the exporter's default."""
+    needed = [(name, "counter" if name.endswith("_TOTAL") else "gauge", f"{name.removeprefix('DCGM_FI_DEV_')}.")
+              for name, _default in DCGM_COUNTERS_NEEDED]
+    lines = [f"{name}, {kind}, {help_text}" for name, kind, help_text in (*DCGM_EXTRA_COUNTERS, *needed)]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(DCGM_METRICS_CONFIG, namespace_name),
+            "data": {DCGM_METRICS_FILE: "\n".join(lines) + "\n"}}
+
+
 # ------------------------------------------------------------------ Helm releases
 
 
@@ -282,7 +306,9 @@ def helm_values(component: str, site: Site, design: PlatformDesign, version: str
     if component == "gpu_operator":
         base = {"driver": {"enabled": True, "rdma": {"enabled": True}}, "toolkit": {"enabled": True},
                 "devicePlugin": {"enabled": True},
-                "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}}
+                "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True},
+                                 "config": {"name": DCGM_METRICS_CONFIG},
+                                 "env": [{"name": "DCGM_EXPORTER_COLLECTORS", "value": DCGM_COLLECTORS_PATH}]}}
         return merge_values(base, gpu_operator_values(design.gpu_sharing))
     if component == "network_operator":
         rdma_shared = design.network == "rdma_shared"
@@ -372,7 +398,8 @@ def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> li
                for manifest in tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus)]
     monitoring = [gpu_dashboard(matrix.components["kube_prometheus_stack"].namespace)] \
         if "kube_prometheus_stack" in installed else []
-    sharing = sharing_manifests(design.gpu_sharing, matrix.components["gpu_operator"].namespace) \
+    gpu_namespace = matrix.components["gpu_operator"].namespace
+    sharing = [*sharing_manifests(design.gpu_sharing, gpu_namespace), dcgm_metrics(gpu_namespace)] \
         if "gpu_operator" in installed else []
     return [*component_namespaces, *storage_classes(site, design), *monitoring, *sharing, *tenants]
 

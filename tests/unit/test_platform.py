@@ -282,3 +282,21 @@ def test_bad_platform_file_names_file_line_and_key(lab_files, old, new, key):
     with pytest.raises(SourceError) as raised:
         load_platform(lab_files.load())
     assert (raised.value.loc.path, raised.value.loc.line > 0, raised.value.key) == ("topologies/platform/lab.yaml", True, key)
+
+
+def test_the_gpu_exporter_exports_every_counter_the_alerts_read(full_lab):
+    """Three alerts read counters dcgm-exporter leaves out by default: the rendered counters
+    list enables them, and the GPU Operator's exporter is pointed at it."""
+    from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
+
+    site, manifests = full_lab
+    csv = next(m for m in manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "dcgm-metrics")
+    exported = [line.split(",")[0] for line in csv["data"]["dcgm-metrics.csv"].splitlines()]
+    read = {name for name, _default in DCGM_COUNTERS_NEEDED}
+    expressions = " ".join(rule["expr"] for group in alert_rules("monitoring")["spec"]["groups"] for rule in group["rules"])
+    assert {name for name in read if name in expressions} <= set(exported)
+    assert read <= set(exported) and len(exported) == len(set(exported))
+    gpu = next(r for r in helm_releases(site, load_platform(site), load_matrix(REPO)) if r.component == "gpu_operator")
+    exporter = gpu.values["dcgmExporter"]
+    assert exporter["config"] == {"name": "dcgm-metrics"}
+    assert exporter["env"] == [{"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/dcgm-metrics.csv"}]
