@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
-from rackform.k8s.gpu_sharing import gpu_operator_values, merge_values, sharing_manifests
+from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_values, sharing_manifests
 from rackform.k8s.platform import PlatformDesign, Tenant
 from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
 from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
@@ -22,7 +22,6 @@ from rackform.k8s.versions import Matrix
 from rackform.model.site import Host, Site
 
 Manifest = dict[str, Any]
-GPU_RESOURCE = "nvidia.com/gpu"
 DASHBOARD_LABEL = "grafana_dashboard"
 NFS_PROVISIONER = "nfs.csi.k8s.io"
 """csi-driver-nfs (kubernetes-csi); installed with the storage stack, not by this module."""

@@ -25,10 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from rackform.k8s.platform import PlatformDesign, Tenant
+from rackform.k8s.gpu_sharing import GPU_RESOURCE
 from rackform.model.site import Site
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-GPU_RESOURCE = "nvidia.com/gpu"
 GPU_FLAVOR = "gpu"
 LOCAL_QUEUE = "gpu"
 """The LocalQueue every tenant namespace has: a job names it in kueue.x-k8s.io/queue-name."""

@@ -20,9 +20,9 @@ import time
 from collections.abc import Sequence
 
 from rackform.lab import LabError
+from rackform.k8s.gpu_sharing import GPU_RESOURCE
 from rackform.model.site import Site
 
-GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
