@@ -17,9 +17,21 @@ from components.stages import stage_digests
 
 from rackform.pipeline import BadInput, DesignRejected, load_and_check
 
-ROOT = Path(os.environ.get("RACKFORM_ROOT") or Path(__file__).resolve().parent.parent)
-"""The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT
-(a site repo made by `rackform init`, whose Pulumi.yaml names this program), else this checkout."""
+def project_root() -> Path:
+    """The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT
+    when set; else the Pulumi project's folder, where its Pulumi.yaml is (a site repo made by
+    `rackform init` names this program, installed with rackform, as its `main`: the program's own
+    folder is then inside the package, never the site repo); else this checkout (no engine: mocks)."""
+    given = os.environ.get("RACKFORM_ROOT")
+    if given:
+        return Path(given)
+    project = pulumi.get_root_directory()  # under mocks a placeholder, not a folder
+    if project and (Path(project) / "Pulumi.yaml").is_file():
+        return Path(project)
+    return Path(__file__).resolve().parent.parent
+
+
+ROOT = project_root()
 
 
 def checked_site(site_name: str):

@@ -115,8 +115,8 @@ PULUMI_PROJECT = """\
 # The Pulumi program of the installed rackform, for the sites of this repo (one stack per
 # site: Pulumi.<site>.yaml). `main` and `virtualenv` are where `rackform init` found them;
 # after reinstalling rackform elsewhere, run `rackform init` in a scratch folder and copy them.
-# Run pulumi with RACKFORM_ROOT set to this repo (export RACKFORM_ROOT=$PWD): the program
-# sits in the installed package and reads the sites of the repo that variable names.
+# The program sits in the installed package and reads the sites of this repo: the folder of
+# this Pulumi.yaml (or of $RACKFORM_ROOT, when set).
 name: rackform-sites
 description: On-premises AI sites from cabled racks to a GPU Kubernetes cluster
 runtime:
@@ -146,8 +146,8 @@ README = textwrap.dedent("""\
       that `extends:` a profile, shares
     - `topologies/blocks/`: building blocks of our own (rackform's catalog is built in)
     - `topologies/rollout.yaml`: waves, gates, sites routed to each other
-    - `Pulumi.yaml`: the Pulumi program of the installed rackform (`export RACKFORM_ROOT=$PWD;
-      pulumi up -s {site}`, with the `rackform[pulumi]` extra installed)
+    - `Pulumi.yaml`: the Pulumi program of the installed rackform (`pulumi up -s {site}`, with
+      the `rackform[pulumi]` extra installed)
 
     rackform itself: {package}
     """)

@@ -495,3 +495,19 @@ def test_stack_config_names_its_own_site(stack_file: Path):
     config = yaml.safe_load(stack_file.read_text())["config"]
     assert config["rackform:site"] == stack
     assert (REPO / "topologies/sites" / f"{stack}.yaml").is_file()
+
+
+def test_without_rackform_root_the_program_reads_the_pulumi_projects_own_repo(monkeypatch, repo_copy):
+    """A site repo made by `rackform init` runs the program installed with rackform: the engine's
+    project root (where Pulumi.yaml is) is the repo whose sites it deploys, not the package's copy."""
+    monkeypatch.delenv("RACKFORM_ROOT")
+    monkeypatch.setattr(pulumi, "get_root_directory", lambda: str(repo_copy))
+    monitor = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert {r.inputs["root"] for r in monitor.by_type(PLAYBOOK_TYPE)} == {str(repo_copy)}
+
+
+def test_without_an_engine_or_rackform_root_the_program_reads_this_checkout(monkeypatch, repo_copy):
+    monkeypatch.delenv("RACKFORM_ROOT")
+    monkeypatch.setattr(pulumi, "get_root_directory", lambda: "root_directory")  # what the mocks answer
+    monitor = run_program("lab", digests=FAKE_DIGESTS, monkeypatch=monkeypatch)
+    assert {r.inputs["root"] for r in monitor.by_type(PLAYBOOK_TYPE)} == {str(REPO)}
