@@ -247,7 +247,12 @@ def _why_not_run(step: Step, targets: set[str] | None, failed: Mapping[str, str]
     if step.not_run:
         return step.not_run
     if step.playbook is None:
-        return None if step.name in (stage_runners or {}) else OUTSIDE_ANSIBLE
+        special = (stage_runners or {}).get(step.name)
+        if special is None:
+            return OUTSIDE_ANSIBLE
+        # Asked when its turn comes: the platform's kubeconfig is fetched by the stage before it.
+        unavailable = getattr(special, "unavailable", None)
+        return unavailable() if unavailable is not None else None
     if targets is not None and targets <= failed.keys():
         # ansible-playbook refuses a --limit that leaves no host at all.
         return "not run: every host failed in an earlier stage"

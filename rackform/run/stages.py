@@ -158,6 +158,13 @@ def _stage_runners(project_dir: Path, envvars: Mapping[str, str], wanted: set[st
             return RunResult(playbook="platform", status="failed", rc=1, hosts={},
                              failures=[TaskFailure(platform_apply.CLUSTER, "platform", why.reason)])
 
+    def unavailable() -> str | None:
+        """Why the platform cannot run now that the stages before it ran (a bootstrap that
+        stopped fetches no kubeconfig): the summary says so instead of a failure."""
+        reason = platform_unavailable(project_dir)
+        return f"not run: {reason}" if reason else None
+
+    apply.unavailable = unavailable  # type: ignore[attr-defined]
     return {PLATFORM_STAGE: apply}
 
 

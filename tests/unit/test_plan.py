@@ -48,9 +48,17 @@ def statuses(root: Path) -> dict[str, str]:
     return {stage.stage: stage.status for stage in plan_site("edge", root).stages}
 
 
-def test_a_site_never_deployed_is_new_everywhere_and_the_platform_blocked_without_a_cluster(root: Path):
-    assert statuses(root) == {"provision": NEW, "fabric": NEW, "os": NEW, "kubernetes": NEW, "platform": BLOCKED,
+def test_a_site_never_deployed_is_new_everywhere_the_platform_too(root: Path):
+    """No kubeconfig yet, but the kubernetes stage that fetches it runs first: the platform is planned."""
+    assert statuses(root) == {"provision": NEW, "fabric": NEW, "os": NEW, "kubernetes": NEW, "platform": NEW,
                               "verify": NEW}
+
+
+def test_the_platform_is_blocked_when_no_stage_before_it_will_fetch_a_kubeconfig(root: Path):
+    deploy(root)  # stand-in playbooks: the kubernetes stage is applied, yet no kubeconfig was fetched
+    plan = plan_site("edge", root)
+    platform = next(stage for stage in plan.stages if stage.stage == "platform")
+    assert (platform.status, "no kubeconfig" in platform.reason) == (BLOCKED, True)
 
 
 def test_after_a_deploy_nothing_is_left_to_run(root: Path):
