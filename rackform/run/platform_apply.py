@@ -9,7 +9,9 @@ The `platform` stage has no playbook: `rackform deploy --stage platform` calls
     kubectl apply --server-side --field-manager=rackform -k after-releases    (when rendered: Kueue queues)
     kubectl delete clusterqueue <tenant>; kubectl delete namespace <tenant>    (per --prune-tenant only)
 
-In check mode the same commands run with `--dry-run=server` (helm 3.13 or later) instead of
+A release the cluster already runs as rendered (`helm list`: deployed, the same chart at the
+same version; `helm get values`: the same values) is not upgraded again: a second deploy adds no
+Helm revision and changes nothing. In check mode the same commands run with `--dry-run=server` (helm 3.13 or later) instead of
 waiting. It stops at the first failure, as Pulumi stops at a failed resource. Both tools
 get the kubeconfig through $KUBECONFIG only; their output is not kept (a helm dry run
 prints rendered Secrets), a failure reports the end of its stderr.
@@ -17,6 +19,7 @@ prints rendered Secrets), a failure reports the end of its stderr.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -73,6 +76,20 @@ class Step:
     timeout_s: int
     attempts: int = 1
     """Tries before the step fails: more than one where a release's webhook may still be starting."""
+    release: InstalledRelease | None = None
+    """A Helm release step: what the cluster must already run for the step to be skipped."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledRelease:
+    """A release as `helm upgrade --install` leaves it: deployed, this chart at this version, these values."""
+
+    name: str
+    namespace: str
+    chart: str
+    """`<chart>-<version>`, as `helm list` names a release's chart."""
+    values_file: str
+    """Relative to platform/."""
 
 
 def platform_kubeconfig(project_dir: Path, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -155,12 +172,14 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
     for release in releases:
         name, timeout_s = str(release["name"]), int(release.get("timeout_s") or 900)
         finish = dry_run or ["--wait", "--atomic", "--timeout", f"{timeout_s}s"]
+        values = f"{helm_dir}/{name}/{release.get('values') or VALUES_FILE}"
         steps.append(Step(f"helm upgrade --install {name}", (
             helm, "upgrade", name, str(release["chart"]), "--install",
             "--repo", str(release["repository"]), "--version", str(release["version"]),
             "--namespace", str(release["namespace"]),
-            "--values", f"{helm_dir}/{name}/{release.get('values') or VALUES_FILE}", *finish,
-        ), timeout_s + HELM_GRACE_S))
+            "--values", values, *finish,
+        ), timeout_s + HELM_GRACE_S, release=InstalledRelease(
+            name, str(release["namespace"]), f"{release['chart']}-{release['version']}", values)))
     if (Path(project_dir) / AFTER_RELEASES_KUSTOMIZATION).is_file():
         after = os.path.relpath(Path(project_dir) / AFTER_RELEASES_DIR, platform_dir)
         steps.append(Step(f"kubectl apply -k {after}",
@@ -176,6 +195,37 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
                  PRUNE_TIMEOUT_S + HELM_GRACE_S),
         ]
     return steps
+
+
+QUERY_TIMEOUT_S = 60
+
+
+def _helm_json(argv: list[str], cwd: Path, env: Mapping[str, str]) -> object:
+    """What a helm query printed as JSON; None when it failed or printed something else."""
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=dict(env), capture_output=True, text=True,
+                              timeout=QUERY_TIMEOUT_S, check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def release_current(helm: str, release: InstalledRelease, cwd: Path, env: Mapping[str, str]) -> bool:
+    """The cluster already runs the release as rendered: deployed, same chart and version, same
+    values. Then `helm upgrade` would only add a revision: a second deploy changes nothing.
+    Anything unreadable counts as not current (the upgrade runs, as it would without this)."""
+    listed = _helm_json([helm, "list", "--namespace", release.namespace, "--filter", f"^{release.name}$",
+                         "--output", "json"], cwd, env)
+    if not (isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict)
+            and listed[0].get("status") == "deployed" and listed[0].get("chart") == release.chart):
+        return False
+    live = _helm_json([helm, "get", "values", release.name, "--namespace", release.namespace, "--output", "json"],
+                      cwd, env)
+    try:
+        rendered = yaml.safe_load((cwd / release.values_file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return (live or {}) == (rendered or {})
 
 
 def _tail(text: str) -> str:
@@ -222,13 +272,18 @@ def apply_platform(
     env = {**environ, "KUBECONFIG": str(Path(kubeconfig).resolve())}
     started = time.monotonic()
     rc, failure = 0, None
+    cwd = project_dir / PLATFORM_DIR
     for step in steps:
+        if step.release is not None and not check and release_current(helm, step.release, cwd, env):
+            if progress is not None:
+                progress(f"{step.task}: unchanged")
+            continue
         if progress is not None:
             progress(step.task)
         for attempt in range(step.attempts):
             if attempt:
                 time.sleep(RETRY_PAUSE_S)
-            rc, failure = _run(step, project_dir / PLATFORM_DIR, env)
+            rc, failure = _run(step, cwd, env)
             if failure is None:
                 break
         if failure is not None:

@@ -293,14 +293,22 @@ def test_the_owner_runs_within_its_guarantee(fair_share):
 # ---------------------------------------------------------------- converged
 
 
-def test_a_second_platform_apply_succeeds_and_changes_no_tenant_object(platform):
+def helm_revisions(platform) -> list[str]:
+    """Kueue's Helm release revisions, as Helm stores them (a Secret per revision)."""
+    listed = platform.json("-n", "kueue-system", "get", "secrets", "-l", "owner=helm,name=kueue")
+    return sorted(item["metadata"]["name"] for item in listed["items"])
+
+
+def test_a_second_platform_apply_changes_no_tenant_object_and_adds_no_helm_revision(platform):
     before = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
+    revisions = helm_revisions(platform)
     code, said = deploy_platform()
     assert code == 0, said[-3000:]
     after = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
     versions = lambda listed: {(i["kind"], i["metadata"]["name"]): i["metadata"]["resourceVersion"]  # noqa: E731
                                for i in listed["items"]}
     assert versions(after) == versions(before)
+    assert revisions and helm_revisions(platform) == revisions, "kueue, deployed as rendered, was not upgraded again"
 
 
 # ---------------------------------------------------------------- day 2: rolling maintenance

@@ -27,6 +27,15 @@ tool = os.path.basename(sys.argv[0])
 with open(os.environ["STAND_IN_RECORD"], "a") as record:
     record.write(json.dumps({{"tool": tool, "argv": sys.argv[1:], "cwd": os.getcwd(),
                              "kubeconfig": os.environ.get("KUBECONFIG")}}) + "\\n")
+installed = os.environ.get("STAND_IN_RELEASES")  # what `helm list` / `helm get values` answer
+if tool == "helm" and sys.argv[1] in ("list", "get"):
+    releases = json.load(open(installed)) if installed else {{}}
+    if sys.argv[1] == "list":
+        name = sys.argv[sys.argv.index("--filter") + 1].strip("^$")
+        print(json.dumps([{{"name": name, **releases[name]["list"]}}] if name in releases else []))
+    else:
+        print(json.dumps(releases.get(sys.argv[3], {{}}).get("values")))
+    sys.exit(0)
 fail = os.environ.get("STAND_IN_FAIL")
 if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
@@ -53,8 +62,10 @@ class Cluster:
         self.record = root / "record.jsonl"
         self.environ = {"PATH": str(self.bin), "STAND_IN_RECORD": str(self.record)}
 
-    def calls(self) -> list[dict]:
-        return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
+    def calls(self, queries: bool = False) -> list[dict]:
+        """What the tools were asked to do; with `queries`, helm's read-only list/get too."""
+        calls = [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
+        return [c for c in calls if queries or not (c["tool"] == "helm" and c["argv"][0] in ("list", "get"))]
 
 
 @pytest.fixture()
@@ -177,3 +188,36 @@ def test_the_ambient_kube_config_is_never_used(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     assert platform_kubeconfig(tmp_path / "build/lab") is None
+
+
+def test_a_release_the_cluster_already_runs_as_rendered_is_not_upgraded_again(cluster, tmp_path):
+    """helm says kueue is deployed at the rendered chart version with the rendered values: no
+    `helm upgrade` for it (a second deploy adds no revision); the others still run."""
+    import yaml
+
+    values = yaml.safe_load((cluster.project / "platform/helm/kueue/values.yaml").read_text())
+    installed = tmp_path / "releases.json"
+    installed.write_text(json.dumps({"kueue": {"list": {"status": "deployed", "chart": "kueue-0.17.0"},
+                                               "values": values}}))
+    progress: list[str] = []
+    assert apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append,
+                          environ={**cluster.environ, "STAND_IN_RELEASES": str(installed)}).ok
+    assert [(c["tool"], c["argv"]) for c in cluster.calls()] == [*EXPECTED[:-2], EXPECTED[-1]]
+    assert "helm upgrade --install kueue: unchanged" in progress
+
+
+@pytest.mark.parametrize("drift", [
+    {"list": {"status": "deployed", "chart": "kueue-0.16.0"}},
+    {"list": {"status": "failed", "chart": "kueue-0.17.0"}},
+    {"values": {"managerConfig": {}}},
+])
+def test_a_release_that_differs_from_the_render_is_upgraded(cluster, tmp_path, drift):
+    import yaml
+
+    values = yaml.safe_load((cluster.project / "platform/helm/kueue/values.yaml").read_text())
+    release = {"list": {"status": "deployed", "chart": "kueue-0.17.0"}, "values": values} | drift
+    installed = tmp_path / "releases.json"
+    installed.write_text(json.dumps({"kueue": release}))
+    assert apply_platform(cluster.project, cluster.kubeconfig,
+                          environ={**cluster.environ, "STAND_IN_RELEASES": str(installed)}).ok
+    assert [(c["tool"], c["argv"]) for c in cluster.calls()] == EXPECTED

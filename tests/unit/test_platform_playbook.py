@@ -91,8 +91,9 @@ def test_check_still_refuses_a_stage_the_runner_does_not_run():
 def test_create_applies_the_rendered_platform_with_kubectl_and_helm(site_root: Path, tools: Tools):
     created = PlaybookProvider().create(platform_props(site_root))
     assert created.id == "lab/platform"
-    assert tools.calls() == [("kubectl", ["apply", "--server-side"]), ("helm", ["upgrade", "kueue"]),
-                             ("kubectl", ["apply", "--server-side"])]
+    # (helm list: the release is not there yet, so it is installed)
+    assert tools.calls() == [("kubectl", ["apply", "--server-side"]), ("helm", ["list", "--namespace"]),
+                             ("helm", ["upgrade", "kueue"]), ("kubectl", ["apply", "--server-side"])]
 
 
 def test_create_records_the_platform_stage_as_deploy_does(site_root: Path, tools: Tools):
