@@ -326,22 +326,28 @@ def helm_values(component: str, site: Site, design: PlatformDesign, version: str
 
 
 KUEUE_IMAGE = "kueue"
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+"""Where Kueue's controller (and its admission webhook) runs: on the control plane, never on a
+GPU node, whose capacity is for jobs and whose maintenance or failure must not stop the queues
+(or every job submission, which goes through the webhook)."""
 
 
 def kueue_values(site: Site, chart_version: str) -> dict[str, Any]:
-    """The Kueue chart's values: its controller from the site mirror, its configuration ours.
+    """The Kueue chart's values: its controller from the site mirror, on the control plane, its
+    configuration ours.
 
     The chart as the module carries it names a moving staging tag (`release-0.17`, pulled
     Always): the image is pinned to the release's own tag, `v<chart version>`, as the site
     mirror's bundle pushes it, and pulled only when the node lacks it."""
     from rackform.k8s import site_mirror
 
-    values: dict[str, Any] = {"managerConfig": {"controllerManagerConfigYaml": kueue_configuration()}}
+    manager: dict[str, Any] = {"nodeSelector": {CONTROL_PLANE_ROLE: ""},
+                               "tolerations": [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}]}
     registry = site_mirror.registry(site)
     if registry is not None:
-        values["controllerManager"] = {"manager": {"image": {
-            "repository": f"{registry}/{KUEUE_IMAGE}", "tag": f"v{chart_version}", "pullPolicy": "IfNotPresent"}}}
-    return values
+        manager["manager"] = {"image": {
+            "repository": f"{registry}/{KUEUE_IMAGE}", "tag": f"v{chart_version}", "pullPolicy": "IfNotPresent"}}
+    return {"managerConfig": {"controllerManagerConfigYaml": kueue_configuration()}, "controllerManager": manager}
 
 
 def repository_url(alias: str, design: PlatformDesign, site: Site | None = None) -> str:

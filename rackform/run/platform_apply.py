@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -52,10 +53,16 @@ HELM_GRACE_S = 60
 STDERR_TAIL_CHARS = 600
 PRUNE_TIMEOUT_S = 300
 """A namespace's deletion waits for its pods to stop and their finalizers."""
-AFTER_RELEASES_ATTEMPTS = 10
+ATTEMPTS = 10
 RETRY_PAUSE_S = 6.0
-"""A release's admission webhook (Kueue's) answers some seconds after its Deployment is Ready
-(helm --wait): its objects are applied again until it does, a minute at most."""
+"""A step that meets a passing trouble is run again, a minute at most: the API through its VIP
+while the VIP moves (a control-plane node back from maintenance takes it again), or a release's
+admission webhook (Kueue's), which answers some seconds after its Deployment is Ready."""
+TRANSIENT = re.compile(
+    r"Unable to connect to the server|connection (refused|reset)|i/o timeout|TLS handshake timeout"
+    r"|currently unable to handle the request|etcdserver: (leader changed|request timed out)"
+    r"|Kubernetes cluster unreachable|failed calling webhook|no endpoints available")
+"""Failures worth another try; any other failure (a refused object, a chart error) stops at once."""
 CLUSTER = "cluster"
 """The `host` of a platform failure: the platform acts on the cluster, not on a machine."""
 
@@ -74,8 +81,8 @@ class Step:
     """What a person reads: `kubectl apply -k manifests`, `helm upgrade --install gpu-operator`."""
     argv: tuple[str, ...]
     timeout_s: int
-    attempts: int = 1
-    """Tries before the step fails: more than one where a release's webhook may still be starting."""
+    attempts: int = ATTEMPTS
+    """Tries before the step fails when its failure is a passing one (TRANSIENT); 1 in check mode."""
     release: InstalledRelease | None = None
     """A Helm release step: what the cluster must already run for the step to be skipped."""
 
@@ -184,8 +191,7 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
         after = os.path.relpath(Path(project_dir) / AFTER_RELEASES_DIR, platform_dir)
         steps.append(Step(f"kubectl apply -k {after}",
                           (kubectl, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k", after, *dry_run),
-                          # a dry run meets no webhook starting (and, on a new cluster, no CRDs yet): once
-                          MANIFESTS_TIMEOUT_S, 1 if check else AFTER_RELEASES_ATTEMPTS))
+                          MANIFESTS_TIMEOUT_S))
     for tenant in sorted(prune_tenants):
         steps += [
             Step(f"delete tenant {tenant}'s queue", (kubectl, "delete", "clusterqueues.kueue.x-k8s.io", tenant,
@@ -280,11 +286,11 @@ def apply_platform(
             continue
         if progress is not None:
             progress(step.task)
-        for attempt in range(step.attempts):
+        for attempt in range(1 if check else step.attempts):  # a dry run tries once: no webhook starts
             if attempt:
                 time.sleep(RETRY_PAUSE_S)
             rc, failure = _run(step, cwd, env)
-            if failure is None:
+            if failure is None or not TRANSIENT.search(failure.message):
                 break
         if failure is not None:
             break

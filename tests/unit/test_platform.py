@@ -174,6 +174,10 @@ def test_the_lab_installs_only_the_release_its_mirror_carries():
     assert (kueue.name, kueue.chart, kueue.namespace, kueue.needs) == ("kueue", "site-mirror/kueue", "kueue-system", ())
     assert kueue.values["controllerManager"]["manager"]["image"] == {
         "repository": "10.10.0.11:5000/kueue", "tag": "v0.17.0", "pullPolicy": "IfNotPresent"}
+    # on the control plane: a GPU node's maintenance or failure never stops the queues' webhook
+    assert kueue.values["controllerManager"]["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    assert kueue.values["controllerManager"]["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def test_releases_install_in_a_fixed_order_with_the_gpu_operator_after_its_crd_and_ofed_providers(full_lab):

@@ -36,6 +36,12 @@ if tool == "helm" and sys.argv[1] in ("list", "get"):
     else:
         print(json.dumps(releases.get(sys.argv[3], {{}}).get("values")))
     sys.exit(0)
+flaky = os.environ.get("STAND_IN_FLAKY")  # a file: the first call that finds it gone fails, as a moving VIP does
+if flaky and tool == "kubectl" and not os.path.exists(flaky):
+    open(flaky, "w").close()
+    sys.stderr.write("Unable to connect to the server: write tcp 10.10.0.1:58470->10.10.0.5:6443: write: "
+                     "connection reset by peer\\n")
+    sys.exit(1)
 fail = os.environ.get("STAND_IN_FAIL")
 if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
@@ -221,3 +227,22 @@ def test_a_release_that_differs_from_the_render_is_upgraded(cluster, tmp_path, d
     assert apply_platform(cluster.project, cluster.kubeconfig,
                           environ={**cluster.environ, "STAND_IN_RELEASES": str(installed)}).ok
     assert [(c["tool"], c["argv"]) for c in cluster.calls()] == EXPECTED
+
+
+def test_a_passing_connection_failure_is_tried_again(cluster, tmp_path, monkeypatch):
+    """The API's VIP moving back to a node returning from maintenance resets a connection: the
+    step runs again (a minute at most) instead of failing the platform."""
+    import rackform.run.platform_apply as platform_apply
+
+    monkeypatch.setattr(platform_apply, "RETRY_PAUSE_S", 0.0)
+    result = apply_platform(cluster.project, cluster.kubeconfig,
+                            environ={**cluster.environ, "STAND_IN_FLAKY": str(tmp_path / "flaked")})
+    assert result.ok
+    assert [(c["tool"], c["argv"]) for c in cluster.calls()] == [EXPECTED[0], *EXPECTED]
+
+
+def test_a_lasting_failure_is_not_tried_again(cluster):
+    result = apply_platform(cluster.project, cluster.kubeconfig,
+                            environ={**cluster.environ, "STAND_IN_FAIL": "gpu-operator"})
+    assert not result.ok
+    assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"].count("gpu-operator") == 1
