@@ -13,8 +13,10 @@ What is checked, from the controller and on the nodes:
 - nothing names an upstream address: not the rendered project, not the nodes' apt
   sources, containerd configuration or kubeadm files; and the lab has no route out
   (routing tables and the machine's forwarding switch, read, never probed with traffic);
+- the cluster DNS runs on more than one node;
 - the first control-plane node powered off through its BMC: the API answers through the
-  VIP within 30 s; powered on, it rejoins and every node is Ready again.
+  VIP within 30 s and a CoreDNS replica stays available; powered on, it rejoins and every
+  node is Ready again.
 
 Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_kubernetes_lab.py -s
 """
@@ -107,6 +109,17 @@ def test_rackform_verify_passes_its_kubernetes_checks(cluster, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert re.search(r"verify lab: \d+ machines, \d+ passed, 0 failed", out)
+
+
+def dns_nodes(kubectl) -> list[str]:
+    return [item["spec"]["nodeName"] for item in
+            kubectl.json("-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns")["items"]]
+
+
+def test_the_cluster_dns_runs_on_more_than_one_node(kubectl):
+    # kubeadm starts both replicas on the first node; the stage spreads them once the others joined
+    placed = dns_nodes(kubectl)
+    assert len(placed) > 1 and len(set(placed)) == len(placed), placed
 
 
 # ---------------------------------------------------------------- pods from the site mirror
@@ -235,6 +248,8 @@ def failover(cluster, kubectl):
             break
         time.sleep(1)
     noticed = wait_for("the cluster marks mgmt-1 NotReady", lambda: node_ready(kubectl, "mgmt-1") != "True", 180)
+    time.sleep(5)  # the node lifecycle controller marks the node's pods not ready right after
+    dns_while_off = kubectl.json("-n", "kube-system", "get", "deployment", "coredns")["status"].get("availableReplicas", 0)
     assert cli.main(["bmc", "power", SITE, "on", "--nodes", "mgmt-1", "--root", str(REPO_ROOT)]) == 0
     on = time.monotonic()
     node = lab.wait_until_ready(cluster, cluster.node("mgmt-1"), 120)
@@ -244,12 +259,17 @@ def failover(cluster, kubectl):
     rejoined = time.monotonic() - on
     print(f"\nmgmt-1 off: the API answered through the VIP after {answered:.1f} s; marked NotReady after "
           f"{noticed + (answered or 0):.0f} s; on again: Ready with a healthy etcd member after {rejoined:.0f} s")
-    return answered, rejoined
+    return answered, rejoined, dns_while_off
 
 
 def test_the_api_answers_through_the_vip_within_30_s_of_losing_the_first_control_plane_node(failover):
-    answered, _ = failover
+    answered, _, _ = failover
     assert answered is not None and answered <= VIP_TARGET_S, f"the API answered after {answered} s"
+
+
+def test_the_cluster_dns_keeps_serving_while_the_first_control_plane_node_is_off(failover):
+    _, _, dns_while_off = failover
+    assert dns_while_off >= 1, "no CoreDNS replica available while mgmt-1 was off"
 
 
 def test_the_first_control_plane_node_rejoins_and_every_node_is_ready(failover, kubectl):
