@@ -12,6 +12,12 @@ passwords cannot be committed by accident. $RACKFORM_VAULT_PASSWORD_FILE names a
 vault password file (or an executable that prints it, as Ansible allows: a password
 manager's CLI); it must not be readable by group or others.
 
+Both front doors open the same vault. The Pulumi stack gives its rackform:vaultPassword
+as $RACKFORM_VAULT_PASSWORD_FILE (a file that lasts one operation) and keeps no copy, so
+a vault the stack made has no `vault-password` file: a CLI command then stops and says
+how to give it the same password (in `vault-password`, or $RACKFORM_VAULT_PASSWORD_FILE);
+it never makes a new password for a vault that exists.
+
 Passwords are generated here, before Ansible runs (20 letters and digits: IPMI 2.0's
 longest, and nothing YAML or Jinja would read as syntax). The provision playbook reads
 the vault through `vars_files` (once per run, however many servers), decrypted with
@@ -161,14 +167,37 @@ class SiteVault:
         from ansible.parsing.vault import VaultLib, get_file_vault_secret
 
         if not self.password_file.exists():
-            if not (create and self.own_password_file):
-                raise SecretsError(f"no vault password file at {self.password_file}")
+            if not self.own_password_file:
+                raise SecretsError(f"no vault password file at {self.password_file} (named by "
+                                   f"{ENV_VAULT_PASSWORD_FILE}): no such file")
+            if not create:
+                raise SecretsError(self._missing_password())
             _private_dir(self.directory)
             _write_private(self.password_file, secrets.token_urlsafe(VAULT_PASSWORD_BYTES).encode() + b"\n")
         _check_private_file(self.password_file)
         secret = get_file_vault_secret(filename=str(self.password_file), loader=DataLoader())
         secret.load()
         return VaultLib([("default", secret)])
+
+    def _missing_password(self) -> str:
+        """What to do when the vault exists but its password is not where rackform looks. The usual
+        cause: the Pulumi stack made the vault with its rackform:vaultPassword, which it keeps in
+        the stack's encrypted config, never on disk."""
+        return (f"no vault password file at {self.password_file} for {self.vault_file}, which exists. "
+                f"The vault was made with a password given elsewhere, as the Pulumi stack's rackform:vaultPassword "
+                f"is. Give rackform the same password, either where it looks: "
+                f"`(umask 077; pulumi config get rackform:vaultPassword -s STACK > {self.password_file})` "
+                f"(the stack of site {self.site_name}; or the password you gave), or by setting "
+                f"{ENV_VAULT_PASSWORD_FILE} to a file (mode 0600) or an executable that prints it")
+
+    def _wrong_password(self, error: Exception) -> str:
+        given = (f"{self.password_file} ({ENV_VAULT_PASSWORD_FILE}, or the Pulumi stack's rackform:vaultPassword)"
+                 if not self.own_password_file else str(self.password_file))
+        own = self.directory / VAULT_PASSWORD_FILE
+        hint = (f"; the CLI's own password is in {own}: give the stack the same one "
+                f"(`pulumi config set --secret rackform:vaultPassword < {own}`) or unset "
+                f"{ENV_VAULT_PASSWORD_FILE}" if not self.own_password_file and own.exists() else "")
+        return f"cannot decrypt {self.vault_file} with the password in {given}: {error}{hint}"
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -195,7 +224,7 @@ class SiteVault:
         except SecretsError:
             raise
         except Exception as error:  # AnsibleError for a wrong password or a damaged file
-            raise SecretsError(f"cannot decrypt {self.vault_file} with {self.password_file}: {error}") from None
+            raise SecretsError(self._wrong_password(error)) from None
         data = yaml.safe_load(plaintext) or {}
         entries = data.get(VAULT_VARIABLE) or {}
         return {host: BmcCredential.from_yaml(entry) for host, entry in entries.items()}

@@ -27,7 +27,7 @@ from typing import Any
 from rackform.k8s.names import renamed_message
 from rackform.model import loader, schema
 from rackform.model.site import Host, Switch
-from rackform.model.source import BadInput, LineDict, Loc, SourceError
+from rackform.model.source import BadInput, LineDict, Loc, SourceError, VaultValue
 
 HOST_KEYS = tuple(schema.HostVars.model_fields)
 """What rackform reads per host; every other host variable passes through."""
@@ -117,6 +117,22 @@ def plain(value: Any, where: Loc, key: str) -> Any:
     raise SourceError(where, key, f"a {type(value).__name__} value cannot be written to the rendered inventory; use a string")
 
 
+def _vaulted(value: Any) -> bool:
+    """Whether an Ansible `!vault` value is in `value` (at any depth)."""
+    if isinstance(value, VaultValue):
+        return True
+    if isinstance(value, dict):
+        return any(_vaulted(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_vaulted(item) for item in value)
+    return False
+
+
+def _refused_vaulted(where: Loc, key: str) -> SourceError:
+    return SourceError(where, key, "rackform reads this key itself and never decrypts: give it in plain text "
+                                   "(only variables rackform passes on to Ansible may be !vault values)")
+
+
 def _near_miss(key: Any, owned: tuple[str, ...]) -> str | None:
     if not isinstance(key, str):
         return None
@@ -137,7 +153,7 @@ class _HostsFile:
 
 
 def _read_hosts_file(path: Path, errors: list[SourceError]) -> _HostsFile:
-    data = loader.load_yaml(path)
+    data = loader.load_inventory_yaml(path)
     if not isinstance(data, LineDict) or not isinstance(data.get("all"), LineDict):
         where = data.loc if isinstance(data, LineDict) else Loc(loader.display_path(path), 1)
         raise SourceError(where, "all", "expected an Ansible YAML inventory with a top-level 'all' group")
@@ -270,7 +286,7 @@ def _not_vars_file(path: Path) -> SourceError:
 
 def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
     try:
-        data = loader.load_yaml(path)
+        data = loader.load_inventory_yaml(path)
     except SourceError as exc:
         errors.append(exc)
         return None
@@ -321,13 +337,15 @@ def _host_data(
 
 def _split_host_data(data: LineDict, errors: list[SourceError]) -> tuple[LineDict, dict[str, Any]]:
     """(rackform's keys, the user's variables as plain data); near-misses of rackform's keys are errors."""
-    if _HOST_KEY_SET.issuperset(data):
+    if _HOST_KEY_SET.issuperset(data) and not _vaulted(data):
         return data, {}
     owned = _sourced(data.loc)
     user: dict[str, Any] = {}
     for key, value in data.items():
         where = data.key_loc(key)
-        if key in HOST_KEYS:
+        if key in HOST_KEYS and _vaulted(value):
+            errors.append(_refused_vaulted(where, str(key)))
+        elif key in HOST_KEYS:
             owned[key] = value
             owned.locs[key] = where
         elif key in ALL_ONLY_KEYS:
@@ -401,6 +419,9 @@ def _group_vars(
         group = GroupVars(sources=list(dict.fromkeys(shown for shown, _, _ in sources)), loc=sources[0][2])
         for key, value in merged.items():
             where = merged.key_loc(key)
+            if name == "all" and key in SITE_KEYS and _vaulted(value):
+                errors.append(_refused_vaulted(where, str(key)))
+                continue
             if name == "all" and key in SITE_KEYS:
                 settings[key] = value
                 settings.locs[key] = where

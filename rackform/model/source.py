@@ -4,6 +4,10 @@ Every mapping becomes a `LineDict` and every sequence a `LineList`; both carry t
 line of each key or item, so an error found much later (by the schema or by a
 preflight check) can still name the file and line a person has to edit.
 LibYAML's C parser is used when PyYAML was built with it.
+
+Inventory files (`load_yaml(..., vault=True)`) also take Ansible's inline vault values
+(`key: !vault |` over a `$ANSIBLE_VAULT;...` block): each becomes a `VaultValue`, the
+ciphertext as written, never decrypted, which the render writes back as `!vault`.
 """
 
 from __future__ import annotations
@@ -69,6 +73,20 @@ class LineList(list):
         return Loc(self.path, self.line)
 
 
+class VaultValue(str):
+    """An Ansible inline vault value (`!vault`): the ciphertext, passed on untouched.
+
+    rackform never decrypts it; only Ansible does, with the site's vault password."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "VaultValue(<encrypted>)"
+
+
+VAULT_TAG = "!vault"
+
+
 class _LineLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     """LibYAML's parser with constructors that record lines; one class for every file
     (the file name shown in errors is set on each loader instance)."""
@@ -104,6 +122,26 @@ _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
+class _InventoryLineLoader(_LineLoader):
+    """As _LineLoader, plus Ansible's `!vault` on a scalar (inventory variable files)."""
+
+
+def _construct_vault(loader: _InventoryLineLoader, node: yaml.Node) -> VaultValue:
+    if not isinstance(node, yaml.ScalarNode):
+        raise SourceError(Loc(loader.shown_path, node.start_mark.line + 1), "",
+                          f"{VAULT_TAG} marks one encrypted string (ansible-vault encrypt_string), not a "
+                          f"{'mapping' if isinstance(node, yaml.MappingNode) else 'list'}")
+    text = loader.construct_scalar(node)
+    if not text.lstrip().startswith("$ANSIBLE_VAULT;"):
+        raise SourceError(Loc(loader.shown_path, node.start_mark.line + 1), "",
+                          f"a {VAULT_TAG} value must be ansible-vault ciphertext (starting $ANSIBLE_VAULT;), as "
+                          f"`ansible-vault encrypt_string` prints it")
+    return VaultValue(text)
+
+
+_InventoryLineLoader.add_constructor(VAULT_TAG, _construct_vault)
+
+
 def display_path(path: Path, root: Path | None = None) -> str:
     """The path as a person would see it in the repo: relative to `root` (default: the
     working directory) when inside it, else as given."""
@@ -114,8 +152,9 @@ def display_path(path: Path, root: Path | None = None) -> str:
         return str(path)
 
 
-def load_yaml(path: Path, *, shown_as: str | None = None) -> Any:
-    """Parse one YAML file into LineDict/LineList/scalars, or raise SourceError."""
+def load_yaml(path: Path, *, shown_as: str | None = None, vault: bool = False) -> Any:
+    """Parse one YAML file into LineDict/LineList/scalars, or raise SourceError.
+    `vault`: an inventory file, where `!vault` values are read as VaultValue."""
     shown = shown_as or display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -123,7 +162,7 @@ def load_yaml(path: Path, *, shown_as: str | None = None) -> Any:
         raise SourceError(Loc(shown, 0), "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(Loc(shown, 0), "", f"cannot read file: {exc}") from None
-    loader = _LineLoader(text)
+    loader = (_InventoryLineLoader if vault else _LineLoader)(text)
     loader.shown_path = shown
     try:
         return loader.get_single_data()

@@ -33,7 +33,14 @@ from rackform.pipeline import STAGES
 from rackform.role_code import module_utils_imports
 from rackform.render.groups import host_groups
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The rendered files as data; an inventory's `!vault` value reads as its ciphertext (a new
+    ciphertext is a changed input, and the file's other keys still count one by one)."""
+
+
+_Loader.add_constructor("!vault", lambda loader, node: loader.construct_scalar(node))
+
 _PLAYBOOK_BY_STAGE = {stage.name: stage.playbook for stage in STAGES if stage.playbook is not None}
 _ROLE_INCLUDES = {"include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"}
 _TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers")

@@ -3,7 +3,8 @@
 PyYAML's dumper spends ~130 us per host_vars file in its Python representer;
 a 10,000-node site has 10,000 of them. The emitted data is only dicts, lists,
 str, int, float, bool, None and (from inventory variables) dates, so this writer handles exactly that, block style, in a
-fraction of the time. Strings are written plain only when PyYAML's own resolver
+fraction of the time. An inventory's Ansible vault value (`rackform.model.source.VaultValue`)
+is written back as it came, `!vault |` over its ciphertext. Strings are written plain only when PyYAML's own resolver
 reads them back as strings (no `yes`, `1e3`, `12:30:00` surprises); everything
 else is double-quoted with JSON escapes, which YAML accepts as-is. Multi-line
 strings become literal blocks (`|`) so generated text stays readable, and a one-line
@@ -19,6 +20,8 @@ from functools import lru_cache
 from typing import Any
 
 import yaml
+
+from rackform.model.source import VAULT_TAG, VaultValue
 
 _RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -61,6 +64,8 @@ def _atom(value: Any) -> str:
     kind = type(value)
     if kind is str:
         return scalar(value)
+    if kind is VaultValue:  # one line: a flow context (the block form is _write_entry's)
+        return f"{VAULT_TAG} {json.dumps(str(value))}"
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
@@ -120,7 +125,8 @@ def _folded_block(value: str, indent: str) -> str | None:
 
 
 def _is_flat_list(value: list) -> bool:
-    return all(item is None or isinstance(item, (str, int, bool, float)) for item in value)
+    return all(item is None or isinstance(item, (str, int, bool, float)) and type(item) is not VaultValue
+               for item in value)
 
 
 def _write(value: Any, indent: str, out: list[str]) -> None:
@@ -154,6 +160,9 @@ def _write_entry(prefix: str, item: Any, indent: str, out: list[str]) -> None:
             out.append(f"{prefix} {block}")
         else:
             out.append(f"{prefix} {line}")
+    elif kind is VaultValue:
+        block = _literal_block(str(item), indent + _INDENT)
+        out.append(f"{prefix} {VAULT_TAG} {block}" if block else f"{prefix} {_atom(item)}")
     elif kind is dict:
         if item:
             out.append(prefix)

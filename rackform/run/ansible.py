@@ -3,21 +3,42 @@
 The CLI and the Pulumi `Playbook` provider both call `run_playbook`; it returns a
 `RunResult` (status, per-host stats, failed tasks) instead of printing Ansible's
 output, so each caller decides what a person sees.
+
+What a run is given, and what its artifacts keep:
+
+- Environment: never this process's whole environment (ansible-runner would pass it
+  on and record it, secrets and all). A run gets the variables named in
+  PASSED_ENVIRONMENT (and LC_*) where this process has them, what the caller passes,
+  what ansible-runner sets for itself, and ANSIBLE_HOST_KEY_CHECKING. Nothing else.
+- ANSIBLE_HOST_KEY_CHECKING is always the site's own setting, read from the rendered
+  ansible.cfg (`host_key_checking`, True unless the inventory says
+  `ansible_host_key_checking: false`): left unset, ansible-runner sets False.
+- A secret a playbook needs (the Onyx switches' password, $RACKFORM_SWITCH_PASSWORD)
+  reaches it as a 0600 file in a 0700 folder outside the project, named by
+  $RACKFORM_SWITCH_PASSWORD_FILE and removed when the run ends; the password itself is
+  never in the run's environment.
+- ansible-runner records the run's environment in `artifacts/<id>/command`; the
+  environment is taken out of that file when the run ends (the names stay, no values).
 """
 
 from __future__ import annotations
 
+import configparser
+import contextlib
+import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import ansible_runner
+from ansible_runner.interface import init_runner
 
 from rackform.run import interrupt
 
@@ -31,6 +52,37 @@ CANCEL_POLL_S = 0.5
 
 KEPT_RUNS = 20
 """How many past run folders stay on disk for debugging; older ones are removed."""
+
+PASSED_ENVIRONMENT = (
+    # where programs and the user's files are, and who runs them
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE",
+    "PYTHONPATH", "VIRTUAL_ENV",
+    # the SSH agent holding the user's key (a socket path)
+    "SSH_AUTH_SOCK",
+    # proxies, unless they carry a password (see _passed_from_here)
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    # paths and names rackform's own commands tell a person to export (never a secret)
+    "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_VAULT_PASSWORD_FILE", "RACKFORM_BMC_VAULT", "RACKFORM_SWITCH_USER",
+    "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_NOCOLOR",
+)
+"""What a run inherits from this process's environment (with LC_*); everything else stays here."""
+_PASSED_PREFIXES = ("LC_",)
+_PROXY_VARIABLES = frozenset(name for name in PASSED_ENVIRONMENT if name.lower().endswith("_proxy"))
+
+SECRET_FILE_VARIABLES = {"RACKFORM_SWITCH_PASSWORD": "RACKFORM_SWITCH_PASSWORD_FILE"}
+"""A secret a playbook reads -> the variable naming the 0600 file that carries it into the run
+(roles/onyx_switch reads the file)."""
+
+RUNNER_OWN_ENVIRONMENT = frozenset({
+    "ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_CALLBACK_PLUGINS", "ANSIBLE_LOAD_CALLBACK_PLUGINS",
+    "ANSIBLE_RETRY_FILES_ENABLED", "ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION",
+    "AWX_ISOLATED_DATA_DIR", "ANSIBLE_ROLES_PATH", "RUNNER_OMIT_EVENTS", "RUNNER_ONLY_FAILED_EVENTS",
+    "ORIGINAL_STDOUT_CALLBACK", "AD_HOC_COMMAND_ID",
+})
+"""What ansible-runner sets for its own event capture: kept even where this process has the same value."""
+
+HOST_KEY_CHECKING_ENV = "ANSIBLE_HOST_KEY_CHECKING"
+_FALSE_WORDS = ("false", "no", "0", "off")
 
 EventHandler = Callable[[dict[str, Any]], Any]
 
@@ -121,20 +173,28 @@ def run_playbook(
     collector = _FailureCollector(event_handler)
     run_dir = _new_run_dir(project_dir, playbook)
     started = time.monotonic()
-    runner = ansible_runner.run(
-        private_data_dir=str(run_dir),
-        project_dir=str(project_dir),
-        playbook=playbook,
-        inventory=str(project_dir / inventory) if inventory else None,
-        limit=limit,
-        cmdline=" ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted) or None,
-        envvars={**_runner_env(), **(envvars or {})},
-        event_handler=collector,
-        quiet=quiet,
-        suppress_env_files=True,  # env files are reused when present: never let one run's options leak into the next
-        cancel_callback=interrupt.cancel_requested,
-        settings={"pexpect_timeout": CANCEL_POLL_S},
-    )
+    with _secrets_as_files({**os.environ, **(envvars or {})}) as secret_files:
+        passed = run_environment(project_dir, envvars, secret_files)
+        runner = init_runner(
+            private_data_dir=str(run_dir),
+            project_dir=str(project_dir),
+            playbook=playbook,
+            inventory=str(project_dir / inventory) if inventory else None,
+            limit=limit,
+            cmdline=" ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted) or None,
+            envvars=dict(passed),
+            event_handler=collector,
+            quiet=quiet,
+            suppress_env_files=True,  # env files are reused when present: no run's options leak into the next
+            cancel_callback=interrupt.cancel_requested,
+            settings={"pexpect_timeout": CANCEL_POLL_S},
+        )
+        # ansible-runner seeds the run with this whole process's environment: keep only what was passed
+        runner.config.env = _without_inherited(runner.config.env, passed)
+        try:
+            runner.run()
+        finally:
+            _forget_environment(Path(runner.config.artifact_dir))
     return RunResult(
         playbook=playbook,
         status=runner.status,
@@ -146,11 +206,93 @@ def run_playbook(
     )
 
 
-def _runner_env() -> dict[str, str]:
-    """Put this interpreter's bin dir first on PATH: ansible-runner execs `ansible-playbook`
-    by name and fails with rc 127 when the venv is not activated."""
-    venv_bin = str(Path(sys.executable).parent)
-    return {"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])}
+def run_environment(project_dir: Path, envvars: Mapping[str, str] | None = None,
+                    secret_files: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a run of `project_dir` gets (see the module doc): what it inherits from
+    this process, then the caller's `envvars` (less the secrets of SECRET_FILE_VARIABLES, which
+    travel as `secret_files`), PATH with this interpreter's bin first (ansible-runner execs
+    `ansible-playbook` by name: rc 127 when the venv is not activated), and the site's host
+    key checking."""
+    env = {name: value for name, value in os.environ.items() if _passed_from_here(name, value)}
+    env.update({name: value for name, value in (envvars or {}).items() if name not in SECRET_FILE_VARIABLES})
+    env.update(secret_files or {})
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env[HOST_KEY_CHECKING_ENV] = str(site_host_key_checking(project_dir))
+    return env
+
+
+def _passed_from_here(name: str, value: str) -> bool:
+    if name in _PROXY_VARIABLES:
+        return not _has_credentials(value)  # a proxy password is a secret: it stays here
+    return name in PASSED_ENVIRONMENT or name.startswith(_PASSED_PREFIXES)
+
+
+def _has_credentials(url: str) -> bool:
+    try:
+        return "@" in urlsplit(url if "://" in url else f"//{url}").netloc
+    except ValueError:
+        return True
+
+
+def site_host_key_checking(project_dir: Path) -> bool:
+    """`host_key_checking` of the project's ansible.cfg (the site's setting, rendered); True when unsaid."""
+    config = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        config.read(Path(project_dir) / "ansible.cfg", encoding="utf-8")
+    except configparser.Error:
+        return True
+    value = config.get("defaults", "host_key_checking", fallback="True")
+    return value.strip().lower() not in _FALSE_WORDS
+
+
+def _without_inherited(prepared: Mapping[str, str], passed: Mapping[str, str]) -> dict[str, str]:
+    """ansible-runner's environment for the run, less what it copied from this process unasked:
+    kept are what rackform passed and what ansible-runner set (or changed) itself."""
+    return {name: value for name, value in prepared.items()
+            if name in passed or name in RUNNER_OWN_ENVIRONMENT or os.environ.get(name) != value}
+
+
+@contextlib.contextmanager
+def _secrets_as_files(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """Each secret of SECRET_FILE_VARIABLES found in `environ` (and not already given as a file)
+    as a 0600 file in a 0700 folder of its own, removed when the block ends: name -> path."""
+    wanted = {name: file_variable for name, file_variable in SECRET_FILE_VARIABLES.items()
+              if environ.get(name) and not environ.get(file_variable)}
+    given = {file_variable: environ[file_variable] for file_variable in SECRET_FILE_VARIABLES.values()
+             if environ.get(file_variable)}
+    if not wanted:
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="rackform-run-") as folder:  # mode 0700, outside the project
+        paths = dict(given)
+        for name, file_variable in wanted.items():
+            path = Path(folder) / name.lower()
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(environ[name])
+            paths[file_variable] = str(path)
+        yield paths
+
+
+_RUNNER_RECORD = "command"
+
+
+def _forget_environment(artifact_dir: Path) -> None:
+    """Take the environment's values out of ansible-runner's record of the run (`command`):
+    the command line and folder stay for debugging, the variables only by name."""
+    record = artifact_dir / _RUNNER_RECORD
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(data, dict) or "env" not in data:
+        return
+    data["env_names"] = sorted(data.pop("env") or {})
+    temporary = record.with_name(f".{_RUNNER_RECORD}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    temporary.replace(record)
 
 
 def _new_run_dir(project_dir: Path, playbook: str) -> Path:

@@ -10,6 +10,10 @@ a project carries no secrets and no machine-local paths.
   the site's vault (`rackform.secrets`), made on first use outside the repo. Its
   password file is $RACKFORM_VAULT_PASSWORD_FILE where set (the Pulumi provider sets
   it from the stack's secret config), else the vault's own.
+
+What is computed here is added to the run; of this process's own environment a run gets
+only the names `rackform.run.ansible.PASSED_ENVIRONMENT` lists (ANSIBLE_PRIVATE_KEY_FILE,
+RACKFORM_BMC_VAULT and ANSIBLE_VAULT_PASSWORD_FILE among them: paths, never secrets).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ class StageEnvironmentError(Exception):
 @dataclass(slots=True)
 class StageEnvironment:
     envvars: dict[str, str]
-    """For ansible-runner: only what rackform adds; the process environment is passed on too."""
+    """For ansible-runner: only what rackform adds; `rackform.run.ansible` adds the allowed part of
+    this process's environment (PASSED_ENVIRONMENT), never the rest."""
     notes: list[str] = field(default_factory=list)
     """What a person should know about where credentials came from."""
 
@@ -57,7 +62,7 @@ def _connection(site_name: str, private_key: Path | None, environ: Mapping[str, 
         env.envvars[KEY_ENV] = str(Path(private_key).resolve())
         return
     if environ.get(KEY_ENV):
-        return  # already in what ansible-runner passes on
+        return  # given, or this process's: the run inherits it (rackform.run.ansible.PASSED_ENVIRONMENT)
     from rackform.lab import state
 
     lab_state = state.load(site_name)

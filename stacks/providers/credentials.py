@@ -6,14 +6,20 @@ rackform:switchPassword) and reach a dynamic provider only through
 unpickling it. A provider keeps the `StageCredentials` made from `req.config` and, per
 operation, enters `environment()`:
 
-    RACKFORM_VAULT_PASSWORD_FILE  a 0600 file holding the vault password, in a 0700
-                                  folder of its own, removed when the block ends
-    RACKFORM_SWITCH_PASSWORD      the Onyx switches' password
-    ANSIBLE_PRIVATE_KEY_FILE      rackform:privateKeyFile (a path, not a secret)
+    RACKFORM_VAULT_PASSWORD_FILE   a 0600 file holding the vault password
+    RACKFORM_SWITCH_PASSWORD_FILE  a 0600 file holding the Onyx switches' password
+    ANSIBLE_PRIVATE_KEY_FILE       rackform:privateKeyFile (a path, not a secret)
 
-A key that is not set is left out of the environment, so the CLI's own defaults apply
-(the site's vault-password file, the lab's SSH key). No secret appears in repr(), in
-the pickled provider, or in an exception message.
+Both files lie in a 0700 folder of their own outside the repository, removed when the
+block ends. The environment holds paths only, never a password: it is passed on to
+ansible-runner, which records a run's environment. A key that is not set is left out of
+the environment, so the CLI's own defaults apply (the site's vault-password file, the
+lab's SSH key). No secret appears in repr(), in the pickled provider, or in an
+exception message.
+
+The stack writes no lasting copy of the vault password: a vault it made opens from the
+CLI too once the CLI is given the same password (rackform.secrets says how in its error:
+$RACKFORM_VAULT_PASSWORD_FILE, or the site's own vault-password file).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ SECRET_KEYS = (VAULT_PASSWORD_KEY, SWITCH_PASSWORD_KEY)
 """Declared `secret: true` in Pulumi.yaml: the engine refuses them in plaintext."""
 
 ENV_VAULT_PASSWORD_FILE = "RACKFORM_VAULT_PASSWORD_FILE"  # read by rackform.secrets.SiteVault
-ENV_SWITCH_PASSWORD = "RACKFORM_SWITCH_PASSWORD"  # read by rackform.fabric (Onyx logins)
+ENV_SWITCH_PASSWORD_FILE = "RACKFORM_SWITCH_PASSWORD_FILE"  # read by roles/onyx_switch (Onyx logins)
 ENV_PRIVATE_KEY_FILE = "ANSIBLE_PRIVATE_KEY_FILE"  # read by Ansible and rackform.fabric
 
 
@@ -67,23 +73,26 @@ class StageCredentials:
 
     @contextlib.contextmanager
     def environment(self) -> Iterator[dict[str, str]]:
-        """The variables for one stage run; the vault password file exists only inside the block."""
+        """The variables for one stage run; the password files exist only inside the block."""
         env: dict[str, str] = {}
         if self.private_key_file is not None:
             if not Path(self.private_key_file).is_file():
                 raise CredentialsError(f"stack config {PRIVATE_KEY_FILE_KEY}: {self.private_key_file}: no such file")
             env[ENV_PRIVATE_KEY_FILE] = self.private_key_file
-        if self.switch_password is not None:
-            env[ENV_SWITCH_PASSWORD] = self.switch_password
-        if self.vault_password is None:
+        secrets = {variable: (name, value) for variable, name, value in (
+            (ENV_VAULT_PASSWORD_FILE, "vault-password", self.vault_password),
+            (ENV_SWITCH_PASSWORD_FILE, "switch-password", self.switch_password)) if value is not None}
+        if not secrets:
             yield env
             return
-        with tempfile.TemporaryDirectory(prefix="rackform-vault-") as folder:  # mode 0700
-            path = Path(folder) / "vault-password"
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(self.vault_password + "\n")
-            yield env | {ENV_VAULT_PASSWORD_FILE: str(path)}
+        with tempfile.TemporaryDirectory(prefix="rackform-stack-") as folder:  # mode 0700
+            for variable, (name, value) in secrets.items():
+                path = Path(folder) / name
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                    handle.write(value + "\n")
+                env[variable] = str(path)
+            yield env
 
 
 def _text(config: StackConfig | Mapping[str, Any], key: str) -> str | None:

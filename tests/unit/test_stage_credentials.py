@@ -44,7 +44,19 @@ def test_switch_password_and_key_file(tmp_path):
     key.write_text("key\n")
     config = {"rackform:switchPassword": SWITCH, "rackform:privateKeyFile": str(key)}
     with from_request(config).environment() as env:
-        assert env == {"RACKFORM_SWITCH_PASSWORD": SWITCH, "ANSIBLE_PRIVATE_KEY_FILE": str(key)}
+        path = Path(env["RACKFORM_SWITCH_PASSWORD_FILE"])
+        assert env == {"RACKFORM_SWITCH_PASSWORD_FILE": str(path), "ANSIBLE_PRIVATE_KEY_FILE": str(key)}
+        assert path.read_text() == SWITCH + "\n"
+        assert (stat.S_IMODE(path.stat().st_mode), stat.S_IMODE(path.parent.stat().st_mode)) == (0o600, 0o700)
+    assert not path.exists()
+
+
+def test_no_password_is_in_the_environment_of_a_stage_run():
+    """The environment is passed on to ansible-runner, which records it: paths only."""
+    config = {"rackform:vaultPassword": VAULT, "rackform:switchPassword": SWITCH}
+    with from_request(config).environment() as env:
+        assert not any(secret in value for value in env.values() for secret in (VAULT, SWITCH))
+        assert set(env) == {"RACKFORM_VAULT_PASSWORD_FILE", "RACKFORM_SWITCH_PASSWORD_FILE"}
 
 
 def test_unset_keys_leave_the_cli_defaults():
