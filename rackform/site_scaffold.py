@@ -7,6 +7,10 @@ hosts.yml and a host_vars stub per host and managed switch, with addresses drawn
 new site's prefixes. Serials and MACs are left as commented-out `TO FILL IN` lines (both
 are optional, so the scaffold validates before they are filled).
 
+A new site is a real one, whatever it was made from: the source's `lab_only: true` and
+every inventory setting that turns SSH host key checking off are left out (`real_site_design`,
+`real_site_vars`, which `rackform init` applies to the example it copies too).
+
 Everything is computed in memory: `scaffold_files` either returns every file or raises
 `ScaffoldError` having written nothing.
 """
@@ -21,7 +25,10 @@ from itertools import islice
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 
+import yaml
+
 from rackform.checks.cabling import host_fabric_links
+from rackform.checks.host_keys import checking_off
 from rackform.model.schema import Network
 from rackform.model.site import Host, Site, Switch
 from rackform.model.source import LineDict, LineList, load_yaml
@@ -198,6 +205,78 @@ def _rail_subnets(name: str, prefix: IPv4Network, port_counts: list[int]) -> lis
     )
 
 
+# ---------------------------------------------------------------- a real site, not a lab
+
+
+LAB_ONLY_KEY = "lab_only"
+
+
+def _top_level_spans(text: str) -> list[tuple[str, int, int]]:
+    """(key, first line, last line) of each top-level entry, 0-based and inclusive:
+    the entry's own lines, without the blank and comment lines that follow it."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    lines = text.splitlines()
+    spans = []
+    for index, (key_node, value_node) in enumerate(root.value):
+        first = key_node.start_mark.line
+        last = root.value[index + 1][0].start_mark.line - 1 if index + 1 < len(root.value) else len(lines) - 1
+        if isinstance(value_node, yaml.ScalarNode):
+            end = value_node.end_mark
+            last = min(last, end.line - 1 if end.column == 0 else end.line)
+        while last > first and (not lines[last].strip() or lines[last].startswith("#")):
+            last -= 1
+        spans.append((key_node.value, first, last))
+    return spans
+
+
+def _without_entries(text: str, shown: str, dropped: set[str], note: list[str]) -> str:
+    """`text` without the top-level entries named in `dropped`, each with the comment lines
+    right above it (which say why it is there); `note` replaces the first one. The result
+    must read as the same mapping less those keys, or nothing is changed and ScaffoldError says so."""
+    spans = [span for span in _top_level_spans(text) if span[0] in dropped]
+    if not spans:
+        return text
+    lines = text.splitlines()
+    for number, (_key, first, last) in enumerate(reversed(spans)):
+        while first > 0 and lines[first - 1].startswith("#"):
+            first -= 1
+        replacement = note if number == len(spans) - 1 else []
+        if not replacement and first > 0 and lines[first - 1].strip() and last + 1 < len(lines) \
+                and lines[last + 1].strip():
+            replacement = [""]  # keep the sections apart
+        lines[first:last + 1] = replacement
+    result = "\n".join(lines) + "\n"
+    before, after = yaml.safe_load(text), yaml.safe_load(result)
+    if not isinstance(before, dict) or after != {key: value for key, value in before.items() if key not in dropped}:
+        raise ScaffoldError(f"{shown}: cannot leave out {', '.join(sorted(dropped))} by itself; remove it from the "
+                            "source by hand, or scaffold by hand")
+    return result
+
+
+def real_site_design(text: str, shown: str) -> str:
+    """A site file's text without `lab_only` (a new site from a lab is a real one)."""
+    return _without_entries(text, shown, {LAB_ONLY_KEY}, [])
+
+
+def real_site_vars(text: str, shown: str, name: str, source: str) -> str:
+    """A variables file's text without the settings that turn SSH host key checking off
+    (rackform.checks.host_keys), a comment in their place naming `source` (what it was copied from)."""
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError:  # not for us to judge: validate reads the new site's files with rackform's own loader
+        return text
+    if not isinstance(values, dict):
+        return text
+    dropped = {key for key, value in values.items() if isinstance(key, str) and checking_off(key, value)}
+    if not dropped:
+        return text
+    note = [f"# Host key checking is on: {', '.join(sorted(dropped))} (which turned it off in {source}) was not copied.",
+            f"# Record the machines' keys once they answer: `rackform ssh-keys {name} --collect` (docs/site-format.md)."]
+    return _without_entries(text, shown, dropped, note)
+
+
 # ---------------------------------------------------------------- the site file
 
 
@@ -244,7 +323,7 @@ def site_text(site: Site, name: str, plan: AddressPlan) -> str:
     if isinstance(kubernetes, LineDict) and kubernetes.get("api_vip") is not None and plan.api_vip is not None:
         _rewrite(lines, kubernetes.key_loc("api_vip").line, "api_vip", kubernetes["api_vip"], plan.api_vip, shown)
     first_content = next((i for i, text in enumerate(lines) if text.strip() and not text.lstrip().startswith("#")), 0)
-    return "\n".join([*_header(name, site.name), *lines[first_content:]]) + "\n"
+    return real_site_design("\n".join([*_header(name, site.name), *lines[first_content:]]) + "\n", shown)
 
 
 # ---------------------------------------------------------------- the inventory
@@ -283,8 +362,9 @@ def host_vars_yml(node: Host | Switch, addresses: _NodeAddresses, name: str) -> 
 
 
 def group_vars_files(site: Site, plan: AddressPlan, name: str) -> dict[Path, str]:
-    """The source's group_vars/, with each old gateway address replaced by the new one and
-    the domain's leading label (when it is the source's name) by the new name."""
+    """The source's group_vars/, with each old gateway address replaced by the new one, the
+    domain's leading label (when it is the source's name) by the new name, and no setting that
+    turns host key checking off."""
     source_dir = site.inventory_path / "group_vars"
     moved = {str(old.gateway): str(plan.networks[net].gateway)
              for net, old in site.networks.items()
@@ -297,7 +377,7 @@ def group_vars_files(site: Site, plan: AddressPlan, name: str) -> dict[Path, str
         for old, new in moved.items():
             text = re.sub(rf"(?<![\d.]){re.escape(old)}(?![\d.])", new, text)
         text = re.sub(rf"^(domain:\s*[\"']?){re.escape(site.name)}\.", rf"\g<1>{name}.", text, flags=re.MULTILINE)
-        files[Path("group_vars") / path.relative_to(source_dir)] = text
+        files[Path("group_vars") / path.relative_to(source_dir)] = real_site_vars(text, str(path), name, site.name)
     return files
 
 

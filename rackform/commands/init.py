@@ -12,6 +12,9 @@
       Pulumi.yaml, Pulumi.SITE.yaml   the Pulumi program of the installed rackform, one stack
       .gitignore                 build/ (rendered projects, locks), never state/
 
+The example is a real site in DIR, even when rackform ships it as a lab: its `lab_only` and
+the inventory settings that turn SSH host key checking off are not copied, so checking is on
+(`rackform ssh-keys SITE --collect` records the machines' keys).
 The version matrix is rackform's own unless DIR/topologies/versions.yaml exists.
 Refuses a DIR that already holds topologies/ or inventories/ (exit 2); writes nothing then.
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 
 HELP = "Start a site repo of your own (sites, inventories, shared settings, rollout, Pulumi) for the installed rackform."
 EXAMPLE_DEFAULT = "edge"
+VARIABLE_FOLDERS = ("group_vars", "host_vars")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,12 +54,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     written = write_repo(target, args.example)
     print(f"rackform init: wrote {len(written)} files to {target}")
-    print(f"next: cd {target} && rackform validate {args.example} && rackform render {args.example}")
+    print(f"next: cd {target} && rackform validate {args.example} && rackform render {args.example}; "
+          f"once its machines answer, `rackform ssh-keys {args.example} --collect` records their SSH host keys")
     return 0
 
 
 def write_repo(target: Path, example: str) -> list[Path]:
     from rackform.paths import ASSETS_DIR, PACKAGE_DIR
+    from rackform.site_scaffold import real_site_design, real_site_vars
 
     topologies = ASSETS_DIR / "topologies"
     written: list[Path] = []
@@ -75,14 +81,23 @@ def write_repo(target: Path, example: str) -> list[Path]:
     copy(topologies / "defaults.yaml", "topologies/defaults.yaml")
     for profile in sorted((topologies / "profiles").glob("*.yaml")):
         copy(profile, f"topologies/profiles/{profile.name}")
-    copy(topologies / "sites" / f"{example}.yaml", f"topologies/sites/{example}.yaml")
+    # The example becomes a real site of the new repo: a lab's `lab_only` and the inventory
+    # settings that turn host key checking off are left out (rackform.site_scaffold).
+    site_file = topologies / "sites" / f"{example}.yaml"
+    write(f"topologies/sites/{example}.yaml", real_site_design(site_file.read_text(encoding="utf-8"), str(site_file)))
     platform = topologies / "platform" / f"{example}.yaml"
     if platform.is_file():
         copy(platform, f"topologies/platform/{example}.yaml")
     inventory = ASSETS_DIR / "inventories" / example
     for path in sorted(inventory.rglob("*")):
-        if path.is_file():
-            copy(path, f"inventories/{example}/{path.relative_to(inventory).as_posix()}")
+        if not path.is_file():
+            continue
+        relative = f"inventories/{example}/{path.relative_to(inventory).as_posix()}"
+        if path.relative_to(inventory).parts[0] in VARIABLE_FOLDERS:
+            text = path.read_text(encoding="utf-8")
+            write(relative, real_site_vars(text, str(path), example, f"rackform's example {example}"))
+        else:
+            copy(path, relative)
     write("topologies/blocks/README.txt", BLOCKS_README)
     write("topologies/rollout.yaml", ROLLOUT.format(site=example))
     stacks = (ASSETS_DIR / "stacks").resolve()

@@ -2,7 +2,8 @@
 
 Writes topologies/sites/NAME.yaml (SITE's design with NAME's prefixes, gateways and API VIP)
 and inventories/NAME/ (hosts.yml, a host_vars stub per host and managed switch with
-addresses from NAME's prefixes, SITE's group_vars); rackform.site_scaffold says how.
+addresses from NAME's prefixes, SITE's group_vars); rackform.site_scaffold says how. NAME is
+a real site even when SITE is a lab: no `lab_only`, host key checking on.
 Never overwrites: an existing site or inventory is refused. The result is validated before
 the command returns; when it does not pass (a prefix too small, prefixes that overlap),
 what was written is removed again, so bad input writes nothing.
@@ -130,5 +131,8 @@ def _report(name: str, source, root: Path, files: dict[Path, str], prefixes) -> 
     for leftover in (root / "topologies" / "platform" / f"{source.name}.yaml", root / f"Pulumi.{source.name}.yaml"):
         if leftover.exists():
             print(f"{name}: not copied: {leftover.relative_to(root)} (site-specific; copy it if {name} wants the same)")
+    if source.lab_only:
+        print(f"{name}: a real site, not lab-only like {source.name}: host key checking is on (what turned it off "
+              f"was not copied); once the machines answer, `rackform ssh-keys {name} --collect` records their keys")
     print(f"{name}: fill in the serials and MACs marked TO FILL IN in inventories/{name}/host_vars/, "
           f"then `rackform validate {name}`")

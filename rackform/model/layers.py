@@ -31,8 +31,9 @@ from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
 DEFAULTS_FILE = Path("topologies") / "defaults.yaml"
 PROFILES_DIR = Path("topologies") / "profiles"
 EXTENDS = "extends"
-SITE_ONLY_KEYS = ("site", "description", "racks", "networks", "cabling")
-"""A site's own inventory of things: never shared, so a shared file that sets one is refused."""
+SITE_ONLY_KEYS = ("site", "description", "lab_only", "racks", "networks", "cabling")
+"""A site's own inventory of things: never shared, so a shared file that sets one is refused
+(`lab_only` too: a profile must not let every site that extends it turn host key checking off)."""
 SHOWN_KEYS = ("site", "description", "power_basis", "fabric", "kubernetes", "mirror", "provisioning")
 """What `--show-origin` lists: every setting (racks, networks and cabling are the site's own)."""
 BUILT_IN = "built-in default"

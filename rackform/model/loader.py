@@ -51,6 +51,11 @@ def load_yaml(path: Path):
     return source.load_yaml(path, shown_as=display_path(path))
 
 
+def load_inventory_yaml(path: Path):
+    """An inventory file (hosts.yml, group_vars, host_vars): Ansible's `!vault` values are kept, encrypted."""
+    return source.load_yaml(path, shown_as=display_path(path), vault=True)
+
+
 def site_paths(root: Path, site: str) -> tuple[Path, Path, Path]:
     """Where a site's catalog, design and inventory live under the repo root."""
     return root / "topologies" / "blocks", root / "topologies" / "sites" / f"{site}.yaml", root / "inventories" / site
@@ -308,6 +313,7 @@ def _load_site(site: str, root: Path) -> Site:
         origins=layers.origins(raw),
         mirror=design.mirror,
         mirror_loc=raw.key_loc("mirror") if design.mirror else None,
+        lab_only=design.lab_only,
     )
 
 

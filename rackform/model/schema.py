@@ -13,7 +13,7 @@ import re
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
@@ -296,6 +296,9 @@ class SiteFile(Strict):
     """Profiles (`topologies/profiles/<name>.yaml`) this site builds on, lowest first; the
     fleet defaults (`topologies/defaults.yaml`) lie under them (`rackform.model.layers`)."""
     description: str = ""
+    lab_only: StrictBool = False
+    """The site exists only as `rackform lab up`'s machines, which get new SSH host keys at every
+    start: the one kind of site that may turn host key checking off (rackform.checks.host_keys)."""
     power_basis: Literal["max", "typical"] = "max"
     """Which catalog figure the rack budgets are checked against."""
     racks: list[Rack] = Field(min_length=1)

@@ -173,6 +173,8 @@ class Site:
     mirror: Mirror | None = None
     mirror_loc: Loc | None = None
     """The `mirror:` line that set the section (the site's or a shared file's)."""
+    lab_only: bool = False
+    """`lab_only: true` in the site file: the site is only ever `rackform lab up`'s machines."""
 
     def origin(self, key: str, fallback: Loc) -> Loc:
         """Where the setting `key` was set; `fallback` for a built-in default."""

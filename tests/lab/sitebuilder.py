@@ -56,8 +56,9 @@ provisioning:
 
 def one_rack_site(site: str, description: str, devices: str, rest: str) -> str:
     """A site design whose one rack `r1` holds `devices` (YAML list items); `rest` (YAML) follows the racks,
-    then the ipmi_sim exception every lab site records (IPMI_SIM_EXCEPTION)."""
-    return (f"site: {site}\ndescription: {description}\npower_basis: max\n"
+    then the ipmi_sim exception every lab site records (IPMI_SIM_EXCEPTION). Lab-only, as every lab
+    site is: its inventory (`group_vars`) turns host key checking off."""
+    return (f"site: {site}\ndescription: {description}\npower_basis: max\nlab_only: true\n"
             "racks:\n  - name: r1\n    height_u: 42\n    power_budget_w: 30000\n    devices:\n"
             + textwrap.indent(devices, " " * 6) + rest + IPMI_SIM_EXCEPTION)
 

@@ -43,6 +43,7 @@ HEAD = f"""\
 site: {SITE}
 description: Day-2 lab - two HCI hosts on one Cumulus leaf, room for more
 power_basis: max
+lab_only: true   # a lab's machines get new SSH host keys at every start
 racks:
   - name: r1
     height_u: 42
