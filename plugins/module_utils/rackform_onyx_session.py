@@ -121,6 +121,14 @@ class OnyxSession:
             raise OnyxError("%s: cannot read the running config: %s" % (self.name, first_line(error))) from error
         return managed(config_lines(shown))
 
+    def show(self, command: str) -> str:
+        """What the switch prints for one command (paging is off: the whole output)."""
+        try:
+            return self._connect().send_command(command)
+        except PUSH_ERRORS as error:
+            self.close()
+            raise OnyxError("%s: `%s` failed: %s" % (self.name, command, first_line(error))) from error
+
     def push(self, lines: list[str]) -> None:
         """Send configuration lines; a refused line raises (netmiko's ConfigInvalidException)."""
         connection = self._connect()

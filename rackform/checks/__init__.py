@@ -23,8 +23,8 @@ def check(fn: CheckFn) -> CheckFn:
 
 
 # Report order: one module per family of checks, the physical layer first.
-CHECK_MODULES = ("racks", "addresses", "inventory", "cabling", "topology", "roce", "kubernetes", "mirror", "platform",
-                 "bandwidth")
+CHECK_MODULES = ("racks", "addresses", "inventory", "host_keys", "cabling", "topology", "roce", "switch_os",
+                 "kubernetes", "mirror", "platform", "bandwidth")
 
 
 def run_checks(site: Site) -> list[Finding]:

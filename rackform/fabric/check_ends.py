@@ -26,7 +26,7 @@ CONFIG_PREFIX = "config."
 """Host settings as the roce_host role persisted them (/etc/rackform/roce-host.json)."""
 HOST_CONFIG_SETTINGS = ("trust", "pfc_priorities", "roce_path", "cnp_priority", "ecn", "mtu")
 ONYX_DEFAULT_MTU = 1500
-PFC_WATCHDOG_NOT_IN_FILES = "Cumulus sets the PFC watchdog through NVUE, not in qos_features.conf"
+WATCHDOG_NOT_SAID = "the switch's configuration does not say"
 
 EndValues = dict[str, object]
 
@@ -300,7 +300,7 @@ def _switch_qos_values(site: Site, qos: SwitchQos, port: str) -> EndValues:
         "roce_path": RocePath(roce.dscp, priority, qos.traffic_class(priority)),
         "cnp_priority": qos.dscp_to_priority.get(roce.cnp_dscp),
         "ecn": ecn_on,
-        "pfc_watchdog": (Unreadable(PFC_WATCHDOG_NOT_IN_FILES) if qos.pfc_watchdog_ports is None
+        "pfc_watchdog": (Unreadable(WATCHDOG_NOT_SAID) if qos.pfc_watchdog_ports is None
                          else port in qos.pfc_watchdog_ports),
     }
     if ecn_on:

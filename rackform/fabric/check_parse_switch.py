@@ -1,5 +1,5 @@
 """Parsers for what switches print or keep in files: Cumulus Linux's ifupdown2 files,
-frr.conf and QoS datapath file, and Onyx's `show running-config`.
+frr.conf and QoS datapath file, and Onyx's `show running-config` and LLDP neighbours.
 
 Both switch OSes come out as one `SwitchQos`, so the check compares them the same way.
 Pure functions, tested against outputs recorded from the lab and the Onyx emulator
@@ -12,6 +12,8 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from rackform.fabric.check_parse import LldpNeighbor
 
 KB_BYTES = 1024  # Onyx ECN thresholds are in KB; Cumulus counts bytes
 
@@ -116,7 +118,7 @@ class SwitchQos:
     ecn_default: Ecn | None = None
     ecn_by_port: dict[str, Ecn] = field(default_factory=dict)
     pfc_watchdog_ports: set[str] | None = field(default_factory=set)
-    """None where the source cannot say (Cumulus keeps the watchdog out of its files)."""
+    """None where the source cannot say."""
     mtu_by_port: dict[str, int] = field(default_factory=dict)
     description_by_port: dict[str, str] = field(default_factory=dict)
 
@@ -235,9 +237,9 @@ def parse_cumulus_qos(text: str, source: str, known_ports: Iterable[str] = ()) -
         )
         for port in expand_port_set(str(values.get(f"ecn_red.{group}.port_set", "")), known):
             qos.ecn_by_port[port] = ecn
-    watchdog_groups = _group_names(values, "pfc_watchdog")
-    qos.pfc_watchdog_ports = set() if watchdog_groups else None  # NVUE sets it; files need not say
-    for group in watchdog_groups:
+    # The file is where the watchdog lives (NVUE writes it here too): no group, no watchdog.
+    qos.pfc_watchdog_ports = set()
+    for group in _group_names(values, "pfc_watchdog"):
         qos.pfc_watchdog_ports |= expand_port_set(str(values.get(f"pfc_watchdog.{group}.port_set", "")), known)
     return qos
 
@@ -318,3 +320,53 @@ def _onyx_port_line(qos: SwitchQos, port: str, setting: str, pfc_ports: set[str]
             classes = (current.traffic_classes if current else frozenset()) | {int(match.group(1))}
             qos.ecn_by_port[port] = Ecn(classes, int(match.group(3)) if absolute else None,
                                         int(match.group(4)) if absolute else None)
+
+
+# ---- Onyx: show lldp interfaces ethernet remote
+
+_ONYX_LLDP_PORT = re.compile(r"(?:Ethernet|Eth)\s*1/(\d+)", re.I)
+_ONYX_PORT_ID_TYPES = {"mac": "mac", "mac address": "mac", "interface name": "ifname", "ifname": "ifname"}
+"""Onyx's port id subtypes, as lldpcli names them (others, like `local`, stay as printed)."""
+
+
+def _onyx_field(line: str, name: str) -> tuple[str, str | None] | None:
+    """`Remote port-id: fab1; port id subtype: local` -> ("fab1", "local"); None if not that field."""
+    prefix = f"Remote {name}:"
+    if not line.startswith(prefix):
+        return None
+    value, _, subtype = line[len(prefix):].partition(";")
+    subtype = subtype.split(":", 1)[1].strip() if ":" in subtype else None
+    return value.strip(), subtype
+
+
+def parse_onyx_lldp_remote(text: str) -> dict[str, list[LldpNeighbor]]:
+    """`show lldp interfaces ethernet remote` of an Onyx switch -> port (`Eth1/5`) -> the
+    neighbours seen on it (`LldpNeighbor`, as lldpcli's parser gives them). A block per port
+    (`Ethernet 1/5` or `Eth1/5`), one `Remote Index` per neighbour, then its fields (`Remote
+    port-id: X; port id subtype: Y`, `Remote port description`, `Remote system name`)."""
+    found: dict[str, list[dict]] = {}
+    port: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        header = _ONYX_LLDP_PORT.fullmatch(line)
+        if header:
+            port = onyx_port_name(header.group(1))
+            found.setdefault(port, [])
+            continue
+        if port is None or not line:
+            continue
+        if line.startswith("Remote Index:"):
+            found[port].append({})
+            continue
+        if not found[port]:
+            continue
+        facts = found[port][-1]
+        for name, key in (("port-id", "port_id"), ("port description", "port_descr"), ("system name", "system")):
+            parsed = _onyx_field(line, name)
+            if parsed is not None:
+                facts[key] = parsed[0] or None
+                if key == "port_id" and parsed[1]:
+                    facts["port_id_type"] = _ONYX_PORT_ID_TYPES.get(parsed[1].lower(), parsed[1].lower())
+    return {port: [LldpNeighbor(system=f.get("system"), port_id=f.get("port_id"), port_id_type=f.get("port_id_type"),
+                                port_descr=f.get("port_descr")) for f in facts]
+            for port, facts in found.items() if facts}

@@ -3,7 +3,8 @@
 One round trip per device: Linux machines (hosts, Cumulus switches) run one shell
 script over SSH that prints every output the check needs, framed in sections
 (`@@rackform-section NAME` ... `@@rackform-rc N`); Onyx switches answer `show
-running-config` over netmiko (`mellanox_mlnxos`). Devices are read in parallel.
+running-config` and `show lldp interfaces ethernet remote` over one netmiko login
+(`mellanox_mlnxos`). Devices are read in parallel.
 
 What is read:
 - every Linux machine: `ip -j -d link show` (MTU, state, MAC, alias, veth or not),
@@ -53,6 +54,7 @@ from rackform.fabric.check_parse_switch import (
     parse_cumulus_qos,
     parse_frr_bgp,
     parse_interfaces,
+    parse_onyx_lldp_remote,
     parse_onyx_running_config,
 )
 from rackform.model.site import Site
@@ -294,10 +296,18 @@ def read_host(name: str, snapshot: str, fabric_ports: Iterable[str]) -> LiveDevi
     return device
 
 
-def read_onyx(name: str, running_config: str) -> LiveDevice:
-    """An Onyx switch's `show running-config` -> LiveDevice (no LLDP or link speeds read)."""
-    device = LiveDevice(name, "onyx", lldp=Unreadable("LLDP is not read from Onyx switches yet"))
-    device.qos = parse_onyx_running_config(running_config, f"{name}: show running-config")
+ONYX_RUNNING_CONFIG = "show running-config"
+ONYX_LLDP_REMOTE = "show lldp interfaces ethernet remote"
+ONYX_COMMANDS = (ONYX_RUNNING_CONFIG, ONYX_LLDP_REMOTE)
+
+
+def read_onyx(name: str, running_config: str, lldp_remote: str | None = None) -> LiveDevice:
+    """An Onyx switch's `show running-config` and `show lldp interfaces ethernet remote`
+    -> LiveDevice (no link state or speeds read)."""
+    lldp = (Unreadable(f"`{ONYX_LLDP_REMOTE}` not read") if lldp_remote is None
+            else parse_onyx_lldp_remote(lldp_remote))
+    device = LiveDevice(name, "onyx", lldp=lldp)
+    device.qos = parse_onyx_running_config(running_config, f"{name}: {ONYX_RUNNING_CONFIG}")
     return device
 
 
@@ -367,6 +377,11 @@ class OnyxLogin:
 
 def onyx_running_config(target: Target, login: OnyxLogin) -> str:
     """`show running-config` from an Onyx switch over netmiko."""
+    return onyx_outputs(target, login, (ONYX_RUNNING_CONFIG,))[ONYX_RUNNING_CONFIG]
+
+
+def onyx_outputs(target: Target, login: OnyxLogin, commands: Iterable[str] = ONYX_COMMANDS) -> dict[str, str]:
+    """What an Onyx switch prints for each command, over one netmiko login."""
     import paramiko
     from netmiko import ConnectHandler  # slow to import: only when an Onyx switch is read
     from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
@@ -382,7 +397,7 @@ def onyx_running_config(target: Target, login: OnyxLogin) -> str:
     try:
         with ConnectHandler(**params) as connection:
             connection.enable()
-            return connection.send_command("show running-config")
+            return {command: connection.send_command(command) for command in commands}
     except (NetmikoAuthenticationException, NetmikoTimeoutException, OSError, ValueError,
             paramiko.SSHException) as error:
         where = login.known_hosts or "~/.ssh/known_hosts"
@@ -427,7 +442,8 @@ def read_device(target: Target, ssh: SshTransport, onyx: OnyxLogin) -> LiveDevic
     """Read one device; a device that cannot be read comes back with `error` set."""
     try:
         if target.os == "onyx":
-            return read_onyx(target.name, onyx_running_config(target, onyx))
+            outputs = onyx_outputs(target, onyx)
+            return read_onyx(target.name, outputs[ONYX_RUNNING_CONFIG], outputs[ONYX_LLDP_REMOTE])
         if target.os == "cumulus":
             return read_cumulus(target.name, ssh.run_script(target, cumulus_script()))
         if target.os == "host":

@@ -11,6 +11,9 @@ fabric lines rackform pushes (docs/domain.md, "Onyx: the explicit DCB form"):
   keywords may be abbreviated (`conf t`, `sh run`) as on a real switch;
 - paging (on by default; `no cli session paging enable`, `terminal length N`);
 - `show version|running-config|roce|dcb priority-flow-control|interfaces ethernet 1/N`;
+- `show lldp interfaces ethernet [1/N] remote`: the LLDP neighbours the emulator is told
+  it sees (`set_lldp_neighbours`, kept in `lldp-neighbours.json`: an emulator has no cable),
+  shown while `lldp` is configured, in the shape of Onyx's manual;
 - the configuration lines below and their `no` forms, kept in a running config that
   renders Onyx style (`##` section headers, one line per setting, de-duplicated);
 - `configuration write` (alias `write memory`) copies running to saved.
@@ -21,6 +24,7 @@ Ports are Eth1/1..Eth1/N; a command naming any other port is rejected.
 State, as files under `state_dir` (tests and the fabric stage read them):
     running-config.txt     the `show running-config` text, rewritten on every change
     saved-config.txt       written by `configuration write`; replayed at start, as a boot
+    lldp-neighbours.json   port ("1/5") -> {"system": ..., "port": ...}: who each port sees
     ssh_host_ed25519_key   kept so a client that reconnects sees the same host key
     endpoint.json          host, port and pid of the listening emulator
 
@@ -66,6 +70,7 @@ RUNNING_CONFIG_FILE = "running-config.txt"
 SAVED_CONFIG_FILE = "saved-config.txt"
 HOST_KEY_FILE = "ssh_host_ed25519_key"
 ENDPOINT_FILE = "endpoint.json"
+LLDP_NEIGHBOURS_FILE = "lldp-neighbours.json"
 
 DEFAULT_MTU_BYTES = 1500
 MAX_MTU_BYTES = 9216
@@ -221,6 +226,17 @@ class EmulatedSwitch:
             raise CliError(f"% Interface ethernet {token} does not exist on this emulated switch "
                            f"(it has Eth1/1-Eth1/{self.port_count})")
         return list(numbers)
+
+    @property
+    def lldp_neighbours_path(self) -> Path:
+        return self.state_dir / LLDP_NEIGHBOURS_FILE
+
+    def lldp_neighbours(self) -> dict[int, dict[str, str]]:
+        """Port number -> {"system", "port"} of the neighbour it sees (none: no file)."""
+        if not self.lldp_neighbours_path.is_file():
+            return {}
+        neighbours = json.loads(self.lldp_neighbours_path.read_text(encoding="utf-8"))
+        return {self.parse_ports(port)[0]: dict(seen) for port, seen in neighbours.items()}
 
     def inject_config_failure(self, after_lines: int | None, mode: FaultMode = "error") -> None:
         """Refuse configuration lines once `after_lines` more were accepted (None: never)."""
@@ -648,6 +664,30 @@ def _show_pfc(session: OnyxCliSession, args: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _lldp_remote_block(number: int, seen: dict[str, str] | None) -> str:
+    """One port's block, as Onyx's manual shows `show lldp interfaces ethernet 1/1 remote`."""
+    lines = [f"Ethernet 1/{number}"]
+    if seen:
+        lines += [
+            "Remote Index: 1",
+            f"Remote chassis id: {seen['system']} ; chassis id subtype: local",
+            f"Remote port-id: {seen['port']}; port id subtype: local",
+            f"Remote port description: {seen['port']}",
+            f"Remote system name: {seen['system']}",
+            "Remote system description: (emulated neighbour)",
+        ]
+    return "\n".join(lines)
+
+
+def _show_lldp_remote(session: OnyxCliSession, args: list[str]) -> str:
+    """Every port with a neighbour, or the ports named; nothing is learned while LLDP is off."""
+    switch = session.switch
+    with switch.lock:
+        neighbours = switch.lldp_neighbours() if switch.running.lldp else {}
+        numbers = switch.parse_ports(args[0]) if args else sorted(neighbours)
+    return "\n\n".join(_lldp_remote_block(number, neighbours.get(number)) for number in numbers)
+
+
 def _build_commands() -> list[Command]:
     table = [
         *commands("enable", frozenset({Mode.USER, Mode.ENABLE}), _enable),
@@ -662,6 +702,8 @@ def _build_commands() -> list[Command]:
         *commands("show version", ANY_MODE, _show_version),
         *commands("show interfaces ethernet <ports>", ANY_MODE, _show_interfaces),
         *commands("show running-config", PRIVILEGED, _show_running_config),
+        *commands("show lldp interfaces ethernet remote", ANY_MODE, _show_lldp_remote),
+        *commands("show lldp interfaces ethernet <ports> remote", ANY_MODE, _show_lldp_remote),
         *commands("show roce", PRIVILEGED, _show_roce),
         *commands("show dcb priority-flow-control", PRIVILEGED, _show_pfc),
         *commands("configuration write", CONFIGURING, _configuration_write),
@@ -964,6 +1006,14 @@ class OnyxEmulator:
                 raise LabError(f"ssh-keyscan read no host key from the Onyx emulator at {self.host}:{self.port}")
             path.write_text(found)
         return path
+
+    def set_lldp_neighbours(self, neighbours: dict[str, tuple[str, str]]) -> None:
+        """Who each port sees over LLDP: {"1/5": ("gpu-1", "fab1")} (an emulator has no cable)."""
+        for port in neighbours:
+            self.switch.parse_ports(port)
+        _atomic_write(self.switch.lldp_neighbours_path, json.dumps(
+            {port: {"system": system, "port": far} for port, (system, far) in sorted(neighbours.items())},
+            indent=2) + "\n")
 
     def inject_config_failure(self, after_lines: int | None, mode: FaultMode = "error") -> None:
         """After `after_lines` more accepted configuration lines, refuse the rest

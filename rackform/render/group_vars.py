@@ -22,7 +22,7 @@ USER_CONCERN = "inventory"
 """The file (group_vars/<group>/inventory.yml) that carries the inventory's own group variables."""
 CONNECTION_DEFAULTS = frozenset({
     "ansible_user", "ansible_ssh_private_key_file", "ansible_become", "ansible_become_method",
-    "ansible_connection", "ansible_network_os",
+    "ansible_connection", "ansible_network_os", "ansible_python_interpreter",
 })
 """How Ansible reaches a machine: rackform only defaults these per group, so a host's or a
 deeper group's value applies by Ansible's precedence, and a value for the same group replaces rackform's."""
@@ -39,7 +39,7 @@ CONCERN_TITLES = {
     ("servers", "fabric"): "host side of the lossless fabric (design: fabric.host)",
     ("fabric_switches", "fabric"): "switch side of the lossless fabric, leaves and spines (design: fabric.switch)",
     ("cumulus", "connection"): "how Ansible reaches Cumulus Linux switches: plain SSH, they are Linux",
-    ("onyx", "connection"): "how Onyx switches are reached; the fabric play runs the onyx_switch module locally instead",
+    ("onyx", "connection"): "how Onyx switches are reached: rackform's Onyx modules run on the controller and log in with netmiko",
 }
 
 
@@ -128,13 +128,15 @@ def _kubernetes(site: Site) -> dict:
 
 # The short name: testinfra (rackform verify) knows `ssh`, not `ansible.builtin.ssh`.
 _CUMULUS_CONNECTION = {"ansible_connection": "ssh"}
-# mellanox.onyx is not installed (unmaintained): the fabric play overrides the connection
-# (local) and its onyx_switch module logs in with netmiko, so these values only describe the device.
+# No Ansible connection plugin talks to an Onyx switch: rackform's modules (onyx_config,
+# onyx_command) run on the controller with the Python running Ansible and log in with netmiko
+# themselves. So the inventory says exactly that (a local connection), and names no plugin or
+# network_os of a collection rackform neither ships nor installs (mellanox.onyx): an ad-hoc
+# command against an Onyx switch runs one of those modules (docs/fabric.md).
 _ONYX_CONNECTION = {
-    "ansible_connection": "ansible.netcommon.network_cli",
-    "ansible_network_os": "mellanox.onyx.onyx",
-    "ansible_become": True,
-    "ansible_become_method": "enable",
+    "ansible_connection": "ansible.builtin.local",
+    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+    "ansible_become": False,
     "netmiko_device_type": "mellanox_mlnxos",
 }
 

@@ -295,6 +295,8 @@ ONYX_ROCE_LINES = (
 def onyx_design(switch_mtu: int = 9216) -> str:
     """fabtest with leaf-2 running Onyx (ports Eth1/n)."""
     design = fabtest_design().replace("os: cumulus, fabric: compute, asn: 65102", "os: onyx, fabric: compute, asn: 65102")
+    # rackform renders no BGP for Onyx (validate refuses an AS on it): a layer-2 fabric, no AS anywhere.
+    design = re.sub(r", asn: \d+", "", design)
     return design.replace("leaf-2:swp", "leaf-2:Eth1/").replace("    mtu: 9216", f"    mtu: {switch_mtu}")
 
 

@@ -71,7 +71,7 @@ def test_validate_playbook_accepts_the_rendered_inventory(lab_project, tmp_path)
 
 
 def test_validate_playbook_connects_to_no_onyx_switch(tmp_path):
-    """Onyx switches use network_cli, whose collection is not installed: validate must not connect."""
+    """Onyx switches are reached by rackform's modules only: validate must not connect to them."""
     root = tmp_path / "inputs"
     for folder in ("topologies", "inventories"):
         shutil.copytree(ROOT / folder, root / folder)

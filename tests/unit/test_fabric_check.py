@@ -219,6 +219,14 @@ def test_ecn_thresholds_reversed(site):
     assert "spine-1:swp1 ECN minimum 1500 KB is not below maximum 150 KB" in mismatch.message
 
 
+def test_pfc_watchdog_dropped_from_a_cumulus_leaf(site):
+    report = check(site, leaf_1=section_edit(QOS, lambda t: t.replace(
+        "pfc_watchdog.pfc_wd_port_group.port_set = swp1,swp2,swp31", "pfc_watchdog.pfc_wd_port_group.port_set = swp31")))
+    mismatches = found(report, "pfc_watchdog", "live")
+    assert {m.link for m in mismatches} == {HOST_LINK_1, HOST_LINK_2}
+    assert all(m.live[m.link.split(" - ")[1]] is False for m in mismatches)
+
+
 def test_a_switch_without_the_qos_file_runs_lossy(site):
     report = check(site, spine_1=section_edit(QOS, lambda t: "cat: no such file", rc=1))
     assert {m.setting for m in report.mismatches} >= {"pfc_priorities", "trust", "roce_path", "ecn"}
@@ -493,7 +501,9 @@ def onyx_site(tmp_path_factory) -> Site:
 
 @pytest.fixture(scope="module")
 def onyx_report(onyx_site) -> FabricReport:
-    live = {"leaf-1": read_onyx("leaf-1", (DATA / "onyx-leaf.running-config").read_text()),
+    lldp = ("Ethernet 1/1\nRemote Index: 1\nRemote port-id: fab0; port id subtype: local\n"
+            "Remote port description: fab0\nRemote system name: node-1\n")
+    live = {"leaf-1": read_onyx("leaf-1", (DATA / "onyx-leaf.running-config").read_text(), lldp),
             "spine-1": read(onyx_site, "spine-1"), "node-1": read(onyx_site, "node-1"),
             "node-2": read(onyx_site, "node-2")}
     return check_fabric(onyx_site, live, "recorded")
@@ -505,10 +515,10 @@ def test_onyx_port_with_the_lossless_lines_agrees(onyx_report):
             if m.link == "node-1:fab0 - leaf-1:Eth1/1" and m.setting != "lldp"] == []
 
 
-def test_onyx_lldp_and_link_state_are_not_read(onyx_report):
+def test_onyx_link_state_is_not_read_but_lldp_is(onyx_report):
     reasons = {reason for (reason, settings), endpoints in onyx_report.unreadable.items()
                if "leaf-1:Eth1/1" in endpoints}
-    assert reasons == {"not read from Onyx", "LLDP is not read from Onyx switches yet"}
+    assert reasons == {"not read from Onyx"}
 
 
 def test_onyx_port_without_them_is_reported(onyx_report):

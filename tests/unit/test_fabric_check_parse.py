@@ -122,9 +122,14 @@ def test_cumulus_qos_file_as_the_fabric_stage_writes_it():
         "dscp", {26: 3, 48: 6}, (3,), Ecn(frozenset({3}), 150, 1500))
 
 
-def test_cumulus_qos_without_watchdog_keys_cannot_say_about_the_watchdog():
+def test_cumulus_qos_file_holds_the_pfc_watchdog_ports():
     qos = parse_cumulus_qos(section_text("leaf-1", "file:/etc/cumulus/datapath/qos/qos_features.conf"), "leaf-1")
-    assert qos.pfc_watchdog_ports is None
+    assert qos.pfc_watchdog_ports == {"swp1", "swp2", "swp31"}
+
+
+def test_cumulus_qos_without_watchdog_keys_runs_no_watchdog():
+    qos = parse_cumulus_qos("pfc.port_group_list = [g]\npfc.g.cos_list = [3]\npfc.g.port_set = swp1\n", "x")
+    assert qos.pfc_watchdog_ports == set()
 
 
 def test_cumulus_qos_ports_outside_the_pfc_group_have_no_pfc():

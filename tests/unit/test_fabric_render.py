@@ -169,6 +169,18 @@ def test_datapath_file_makes_roce_lossless(targets, line):
     assert line in rendered(targets, "leaf-1")[QOS_FILE].splitlines()
 
 
+def test_datapath_file_sets_the_pfc_watchdog_on_every_cabled_port(targets):
+    # As Onyx gets `pfc-wd` per port: the design's fabric.switch.pfc_watchdog holds on both OSes.
+    lines = rendered(targets, "leaf-1")[QOS_FILE].splitlines()
+    assert "pfc_watchdog.port_group_list = [pfc_wd_port_group]" in lines
+    assert "pfc_watchdog.pfc_wd_port_group.port_set = swp1,swp2,swp3,swp4,swp5,swp6,swp31" in lines
+
+
+def test_datapath_file_without_the_watchdog_when_the_design_turns_it_off(targets):
+    context = {**targets["leaf-1"], "fabric_switch_pfc_watchdog": False}
+    assert "pfc_watchdog." not in cumulus_files(context)[QOS_FILE]
+
+
 def test_datapath_file_only_on_fabric_switches(lab):
     inventory = build_inventory(lab)
     own = inventory.switch_vars["leaf-1"]

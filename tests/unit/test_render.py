@@ -159,7 +159,8 @@ def test_no_file_carries_secret_material(files, marker):
 
 # `password: "{{ ... }}"` (a template reading the vault) is how roles take a password;
 # a literal value after password: or password= never is.
-LITERAL_PASSWORD = re.compile(rb"password\s*[:=]\s*['\"]?(?!\{\{)[^\s'\"{}()\[\],]{3,}", re.IGNORECASE)
+# A key ending in "password" that holds a mapping (an argument spec's option) is not a literal.
+LITERAL_PASSWORD = re.compile(rb"password\s*[:=]\s*['\"]?(?!\{\{)(?![\w-]+:\s)[^\s'\"{}()\[\],]{3,}", re.IGNORECASE)
 
 
 def test_no_file_sets_a_literal_password(files):
@@ -174,6 +175,7 @@ def test_no_file_sets_a_literal_password(files):
 def test_literal_password_pattern_catches_a_literal():
     assert LITERAL_PASSWORD.search(b"  password: ADMIN\n") and LITERAL_PASSWORD.search(b"password=hunter22 ")
     assert not LITERAL_PASSWORD.search(b'password: "{{ bmc_harden_password }}"')
+    assert not LITERAL_PASSWORD.search(b"onyx_switch_password:\n  description: >-\n")
 
 
 # ---------------------------------------------------------------- inventory groups
@@ -576,11 +578,19 @@ def test_onyx_switch_is_in_the_onyx_group_only(onyx_files):
     assert "onyx" in groups and "cumulus" not in groups
 
 
-def test_onyx_switch_connects_with_network_cli(onyx_files):
-    assert (
-        load(onyx_files, "inventory/group_vars/onyx/connection.yml")["ansible_connection"]
-        == "ansible.netcommon.network_cli"
-    )
+def test_onyx_switch_is_reached_from_the_controller(onyx_files):
+    """rackform's Onyx modules run on the controller and log in with netmiko: the inventory
+    names that, not a connection plugin of a collection nobody installs (mellanox.onyx)."""
+    connection = load(onyx_files, "inventory/group_vars/onyx/connection.yml")
+    assert connection["ansible_connection"] == "ansible.builtin.local"
+    assert connection["ansible_python_interpreter"] == "{{ ansible_playbook_python }}"
+
+
+def test_inventory_names_no_onyx_collection(onyx_files):
+    inventory = {path: content for path, content in onyx_files.items() if path.startswith("inventory/")}
+    named = [path for path, content in inventory.items()
+             if "mellanox.onyx" in str(content) or "network_cli" in str(content) or "ansible_network_os" in str(content)]
+    assert named == []
 
 
 # ---------------------------------------------------------------- stage digests
