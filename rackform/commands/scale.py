@@ -1,8 +1,10 @@
 """`rackform scale SITE --nodes HOSTS`: join nodes (after `node add`) to the cluster with scale.yml.
 
 scale.yml runs limited to the new nodes and the control plane (for its facts and the join
-token only). Where the site has no cluster (no kubeconfig: rackform.day2.cluster) that is
-said and exit 1: there is nothing to join.
+token only), through the stage runner (`rackform.run.stages.run_day2_playbook`: under the
+site's lock, validate.yml first, the kubernetes stage recorded in state/<site>.json). Where
+the site has no cluster (no kubeconfig: rackform.day2.cluster) that is said and exit 1:
+there is nothing to join.
 """
 
 from __future__ import annotations
@@ -49,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
     if k8s.absent:
         print(f"scale {site.name}: not run: {k8s.absent.split(': nothing')[0]}; there is no cluster to join")
         return EXIT_FAILED
-    code = run_maintenance_playbook(args.site, args.root, "scale.yml", limit, args.private_key)
+    code = run_maintenance_playbook(args.site, args.root, "scale.yml", limit, args.private_key, absent_exit=EXIT_FAILED)
     print(f"scale {site.name}: {', '.join(nodes)} " + ("joined" if code == EXIT_OK else "not joined"))
     return code

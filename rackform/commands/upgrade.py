@@ -1,15 +1,19 @@
 """`rackform upgrade SITE --to VERSION`: pin the new Kubernetes version and run upgrade-cluster.yml.
 
 Refused (exit 2, nothing touched) when the matrix does not allow the step, with what else
-must change. The version is written into the site file with a round-trip edit; where a
-cluster exists (a kubeconfig: rackform.day2.cluster) the emitted upgrade-cluster.yml runs
-through the same runner as the stages; where none does, that is said and nothing runs.
+must change. Under the site's lock (exit 1 and nothing written while a deploy, a rollout or a
+`pulumi up` holds it), the version is written into the site file with a round-trip edit; where
+a cluster exists (a kubeconfig: rackform.day2.cluster) the emitted upgrade-cluster.yml runs
+through the stage runner (`rackform.run.stages.run_day2_playbook`: validate.yml first, the
+signals' cancel, the kubernetes stage recorded in state/<site>.json); where none does, that
+is said and nothing runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -54,39 +58,61 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"dry run: {site.kubernetes.version} -> {args.to} is allowed; nothing was written or run")
         return EXIT_OK
-    files.write(args.root, changes)
-    code = run_maintenance_playbook(args.site, args.root, "upgrade-cluster.yml", None, args.private_key)
+    written: list[bool] = []
+
+    def pin() -> None:  # under the site's lock: a locked site is refused before anything is written
+        files.write(args.root, changes)
+        written.append(True)
+
+    code = run_maintenance_playbook(args.site, args.root, "upgrade-cluster.yml", None, args.private_key, change=pin)
+    if not written:
+        return code
     print(f"upgrade {site.name}: kubernetes.version {site.kubernetes.version} -> {args.to}"
           + ("" if code == EXIT_OK else " (written; the playbook did not run to success)"))
     return code
 
 
 def run_maintenance_playbook(site_name: str, root: Path, playbook: str, limit: str | None,
-                             private_key: Path | None) -> int:
-    """Render the project, then run one of its maintenance playbooks where a cluster exists."""
-    from rackform.day2 import cluster
-    from rackform.pipeline import build_dir, load_and_check
-    from rackform.render.project import render_project
-    from rackform.run.ansible import run_playbook
-    from rackform.run.environment import stage_environment
-    from rackform.run.sitelock import SiteLocked, site_lock
+                             private_key: Path | None, *, change: Callable[[], None] | None = None,
+                             absent_exit: int = EXIT_OK) -> int:
+    """Run one of the project's maintenance playbooks through the stage runner, where a cluster exists.
 
-    site, _warnings = load_and_check(site_name, root)
-    project = build_dir(root, site.name)
+    `change` (the command's edit of the site's files) is made under the site's lock first.
+    Prints the live progress, the summary and what was recorded; returns the exit status.
+    """
+    from rackform.run import interrupt
+    from rackform.run.environment import StageEnvironmentError
+    from rackform.run.progress import ProgressDisplay
+    from rackform.run.sitelock import SiteLocked
+    from rackform.run.stages import run_day2_playbook
+    from rackform.run.summary import summary_lines
+
     try:
-        # One run at a time per site: never beside a deploy, a rollout or a `pulumi up` of it.
-        with site_lock(root, site.name, say=print):
-            render_project(site, project)
-            k8s = cluster.find(project)
-            if k8s.absent:
-                print(f"{playbook} not run: {k8s.absent.split(': nothing')[0]}; the change is recorded and the "
-                      f"kubernetes stage installs it on the next deploy")
-                return EXIT_OK
-            envvars = stage_environment(site, {"kubernetes"}, private_key=private_key, say=print).envvars
-            result = run_playbook(project, playbook, limit=limit, envvars=envvars, quiet=False)
-    except SiteLocked as error:
+        done = run_day2_playbook(site_name, root, playbook, limit=limit, change=change, private_key=private_key,
+                                 progress=ProgressDisplay(sys.stdout), say=print)
+    except (SiteLocked, StageEnvironmentError) as error:
         print(f"rackform: {error}", file=sys.stderr)
         return EXIT_FAILED
-    failed = sorted({failure.host for failure in result.failures})
+    if done.absent:
+        print(f"{playbook} not run: {done.absent}" + ("; the change is recorded and the kubernetes stage installs "
+                                                      "it on the next deploy" if change is not None else ""))
+        return absent_exit
+    report = done.report
+    print()
+    print("\n".join(summary_lines(report)))
+    if done.recorded is not None:
+        print(f"{report.site}: kubernetes stage recorded as applied by {playbook}"
+              + ("" if done.recorded.complete else " (not on every host: rackform plan shows it pending)"))
+    else:
+        print(f"{report.site}: kubernetes stage not recorded: {done.not_recorded}")
+    if report.interrupted is not None:
+        print(f"rackform: {report.site}: {report.interrupted}; nothing more was started", file=sys.stderr)
+        return interrupt.exit_code()
+    run = done.run
+    result = run.result
+    if result is None:
+        print(f"{playbook}: {run.not_run}", file=sys.stderr)
+        return EXIT_FAILED
+    failed = sorted({failure.host for failure in run.failures()})
     print(f"{playbook}: {result.status} (rc {result.rc})" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return EXIT_OK if result.status == "successful" else EXIT_FAILED
+    return EXIT_OK if report.ok else EXIT_FAILED

@@ -14,6 +14,12 @@ signals instead, for as long as a command runs:
 `SIGTERM` is what `timeout`, systemd, a CI cancel button and a Kubernetes pod stop
 send; `SIGINT` is Ctrl-C. Only the main thread may install handlers: elsewhere (the
 Pulumi provider's gRPC threads) `owned_signals` leaves signals alone.
+
+Under Pulumi no signal reaches the stage: the engine starts its provider processes in
+process groups of their own, so a Ctrl-C goes to the `pulumi` CLI alone, which sends
+each provider the Cancel RPC. The Playbook provider turns that RPC into
+`request_cancel(PULUMI_CANCEL)` (stacks/providers/playbook.py): the first signal's
+cancel, the same for both front doors.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import threading
 from collections.abc import Iterator
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
+PULUMI_CANCEL = "Pulumi's cancel (Ctrl-C or SIGTERM to pulumi)"
+"""Why a stage run by the Pulumi `Playbook` provider stops: the engine's Cancel RPC."""
 _requested = threading.Event()
 _signal_name: list[str] = []
 

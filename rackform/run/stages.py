@@ -15,6 +15,12 @@
    (`rackform.run.applied`), the digest Pulumi diffs on.
 
 The result is a `SiteRun`: the deploy report (per stage, per host) and what was recorded.
+
+Day-2 playbooks (`upgrade-cluster.yml`, `scale.yml`: `rackform upgrade`, `scale`, `node
+replace`) run through `run_day2_playbook`, the same way: under the site's lock (never beside
+a deploy, a rollout or a `pulumi up` of the site), validate.yml first, the cancel of
+rackform.run.interrupt, and a record in state/<site>.json: the kubernetes stage, which the
+playbook does the work of, at the inputs it ran with (see `run_day2_playbook`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from rackform.pipeline import build_dir, load_and_check, stage_fingerprints
 from rackform.render.writer import WriteResult
 from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
-from rackform.run.deploy import DeployReport, Progress, Runner, StepRun, deploy, plan_steps
+from rackform.run.deploy import VALIDATE_PLAYBOOK, DeployReport, Progress, Runner, Step, StepRun, deploy, plan_steps
 from rackform.run.environment import stage_environment
 from rackform.run.sitelock import site_lock
 
@@ -198,3 +204,105 @@ def _finished(run: StepRun) -> bool:
 def applied_digest(entry: applied.AppliedStage) -> str:
     """The digest as Pulumi stores it: marked when the run left hosts out, so the stage stays pending."""
     return entry.digest if entry.complete else INCOMPLETE_PREFIX + entry.digest
+
+
+@dataclass(slots=True)
+class Day2Run:
+    """What `run_day2_playbook` did: nothing (`absent` says why), or the run and what it recorded."""
+
+    site: str
+    playbook: str
+    report: DeployReport | None
+    absent: str | None = None
+    """Why the playbook did not run: the site has no cluster to run it on."""
+    recorded: applied.AppliedStage | None = None
+    not_recorded: str | None = None
+    """Why the stage the playbook stands for was left as state/<site>.json had it (None when recorded)."""
+
+    @property
+    def run(self) -> StepRun | None:
+        return self.report.runs[-1] if self.report is not None else None
+
+
+def run_day2_playbook(
+    site_name: str,
+    root: Path,
+    playbook: str,
+    *,
+    limit: str | None = None,
+    change: Callable[[], None] | None = None,
+    stands_for: str = KUBERNETES_STAGE,
+    progress: Progress | None = None,
+    private_key: Path | None = None,
+    envvars: Mapping[str, str] | None = None,
+    via: str = "cli",
+    runner: Runner | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Day2Run:
+    """Run a day-2 playbook of the site's project (upgrade-cluster.yml, scale.yml) as a stage runs.
+
+    Under the site's lock: `change` (the edit the command makes to the site's files, e.g. the
+    upgrade's new kubernetes.version), the render, then, where the site has a cluster (a
+    kubeconfig: rackform.day2.cluster), validate.yml and the playbook, cancelled by a signal
+    like any stage. Without a cluster nothing runs and `absent` says why (the change is kept).
+
+    What is recorded: the playbook does the `stands_for` stage's work (the kubernetes stage:
+    upgrade-cluster.yml brings every node to the pinned version, scale.yml joins nodes), so
+    when it runs to its end that stage is recorded at the inputs it ran with, `via` "cli
+    upgrade-cluster.yml", and `rackform plan` and `pulumi preview` do not list it again for
+    a version that is already on the cluster. Only when the stage was applied, before the
+    change, at exactly the inputs the run started from: a stage with changes of its own
+    still has work no day-2 playbook does, and is left as it was (plan keeps naming its
+    files). The record is complete only when the earlier one was and no host failed; a
+    limited run (scale.yml) at new inputs is not complete. Other stages are never recorded
+    (e.g. the os stage's apt lists on hosts outside the cluster stay the os stage's work).
+
+    Raises what run_stages raises (BadInput, DesignRejected, StageEnvironmentError,
+    SiteLocked); SiteLocked before `change` is made, so a locked site is left untouched.
+    """
+    from rackform.day2 import cluster
+    from rackform.render.project import render_files
+    from rackform.render.writer import write_project
+
+    root = Path(root)
+    with site_lock(root, site_name, say=say):
+        site, _warnings = load_and_check(site_name, root)
+        files = render_files(site)
+        started_from = stage_fingerprints(files).get(stands_for)
+        if change is not None:
+            change()
+            site, _warnings = load_and_check(site_name, root)
+            files = render_files(site)
+        project_dir = build_dir(root, site.name)
+        rendered = write_project(files, project_dir)
+        if say is not None:
+            say(_render_line(site.name, project_dir, rendered))
+        k8s = cluster.find(project_dir)
+        if k8s.absent:
+            return Day2Run(site.name, playbook, None, absent=k8s.absent.split(": nothing")[0])
+        env = stage_environment(site, {stands_for}, private_key=private_key, given=envvars, say=say)
+        name = Path(playbook).stem
+        steps = [Step("validate", VALIDATE_PLAYBOOK, "validate"), Step(name, playbook, name)]
+        report = deploy(site.name, project_dir, steps, limit=limit, progress=progress, envvars=env.envvars,
+                        runner=runner)
+        run = report.runs[-1]
+        if not _finished(run):
+            why = report.interrupted or (run.not_run or "").removeprefix("not run: ") or "it did not run to its end"
+            return Day2Run(site.name, playbook, report, not_recorded=f"{playbook} {why}")
+        now_at = stage_fingerprints(files).get(stands_for)
+        before = applied.load(root, site.name).get(stands_for)
+        if now_at is None or started_from is None:
+            return Day2Run(site.name, playbook, report, not_recorded=f"the site has no {stands_for} stage")
+        if before is None or before.digest != started_from[0]:
+            state = "was never applied" if before is None else "has changes of its own (rackform plan lists them)"
+            return Day2Run(site.name, playbook, report, not_recorded=(
+                f"the {stands_for} stage {state}: {playbook} does not do them; deploy the stage"))
+        failed = {failure.host for failure in run.failures()}
+        digest, inputs = now_at
+        entry = applied.AppliedStage(
+            digest=digest, complete=before.complete and not failed and (limit is None or digest == before.digest),
+            applied_at=applied.now(), by=applied.who(), via=f"{via} {playbook}", hosts=len(run.result.hosts),
+            changed=run.result.changed, failed_hosts=sorted(failed | set(before.failed_hosts)), files=dict(inputs),
+        )
+        applied.record(root, site.name, stands_for, entry)
+    return Day2Run(site.name, playbook, report, recorded=entry)

@@ -24,6 +24,16 @@ non-zero where `rackform deploy` exits 1, after the healthy hosts were deployed.
 Credentials come from the stack's configuration (`configure`, stacks/providers/
 credentials.py), never from the resource's inputs or state.
 
+Ctrl-C on `pulumi up`: the engine starts this process in a process group of its own, so
+the terminal's SIGINT never reaches it; the first Ctrl-C (or SIGTERM) to `pulumi` makes
+the engine send every provider the Cancel RPC and wait for the steps in flight, the
+second kills the provider processes. The SDK's dynamic-provider server answers Cancel
+with nothing and gives a ResourceProvider no hook for it, so `listen_for_engine_cancel`
+makes that RPC ask for `rackform.run.interrupt`'s cancel, what the first SIGINT does to
+`rackform deploy`: ansible-runner stops the running playbook, no later step starts,
+nothing is recorded for the cut stage, and the resource fails saying so (its stored
+digest stays, so the next `pulumi up` runs the stage again).
+
 How the engine ships this provider: `pulumi.dynamic.Resource` pickles the provider
 *instance* with dill into the state, and a separate `python -m pulumi.dynamic`
 process unpickles it before calling `diff`/`create`/`update`. dill stores this
@@ -99,7 +109,14 @@ class PlaybookProvider(ResourceProvider):
     def configure(self, req) -> None:
         from providers.credentials import StageCredentials
 
+        listen_for_engine_cancel()  # configure runs in the engine's provider process, before any create
         _CREDENTIALS[:] = [StageCredentials.from_config(req.config)]
+
+    def cancel(self) -> None:
+        """The engine's Cancel, where an SDK hands it to dynamic providers (see listen_for_engine_cancel)."""
+        from rackform.run import interrupt
+
+        interrupt.request_cancel(interrupt.PULUMI_CANCEL)
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         return CheckResult(news, _check_inputs(news))
@@ -155,6 +172,40 @@ class Playbook(Resource, module="rackform", name="Playbook"):
         super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, own))
 
 
+def _engine_cancel(self, request, context):
+    """What the dynamic-provider server's Cancel becomes. Its code runs as that method, in the SDK
+    module's namespace: it names nothing of this module, only what it imports."""
+    from google.protobuf import empty_pb2
+
+    from rackform.run import interrupt
+
+    interrupt.request_cancel(interrupt.PULUMI_CANCEL)
+    return empty_pb2.Empty()
+
+
+def listen_for_engine_cancel() -> bool:
+    """Make the engine's Cancel RPC cancel the running stage; True where this process serves it.
+
+    `python -m pulumi.dynamic` (the SDK's provider server, pulumi 3.x) registers its servicer's
+    `Cancel` with gRPC when it starts; that method returns an empty answer and tells no provider.
+    The bound method stays registered, so its code is replaced in place: from then on Cancel
+    asks for `rackform.run.interrupt.request_cancel`, which the stage runner's ansible-runner
+    polls (cancel_callback). An SDK whose ResourceProvider has a `cancel` hook calls
+    `PlaybookProvider.cancel` itself, and nothing is replaced. Elsewhere (the program, tests)
+    there is no such server and nothing changes.
+    """
+    from pulumi.dynamic import ResourceProvider
+    from pulumi.runtime.proto.provider_pb2_grpc import ResourceProviderServicer
+
+    if hasattr(ResourceProvider, "cancel"):
+        return False
+    for servicer in ResourceProviderServicer.__subclasses__():
+        if servicer.__name__ == "DynamicResourceProviderServicer":
+            servicer.Cancel.__code__ = _engine_cancel.__code__
+            return True
+    return False
+
+
 RUNNER_STAGES = ("platform",)
 """Stages without a playbook that the stage runner runs itself (rackform.run.stages._stage_runners)."""
 
@@ -180,6 +231,7 @@ def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
 
     from rackform.run.stages import applied_digest, run_stages
 
+    listen_for_engine_cancel()
     credentials = _CREDENTIALS[0] if _CREDENTIALS else StageCredentials()
     stage = props["stage"]
     with credentials.environment() as envvars:
@@ -212,6 +264,15 @@ def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
 def _stage_problem(report, run, failed: list[str], *, last: bool) -> str | None:
     """Why the resource fails, or None when the stage ran (possibly without some hosts)."""
     site = report.site
+    if report.interrupted is not None:
+        cut = f"{report.interrupted}: ansible-runner cancelled the playbook" if run.result is not None else (
+            f"not run: {report.interrupted}")
+        lines = [f"stage '{run.step.name}' of site '{site}' {cut}; nothing was recorded for it in "
+                 f"state/{site}.json and the resource keeps its stored digest: the next `pulumi up` runs it again"]
+        cut_run = report.cut_step
+        if cut_run is not None and cut_run.result.run_dir is not None:
+            lines.append(f"ansible-runner artifacts: {cut_run.result.run_dir}")
+        return "\n".join(lines)
     if run.result is None:
         why = run.not_run or "not run"
         broken = report.broken_step
