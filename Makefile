@@ -6,7 +6,13 @@
 
 SHELL := /bin/bash
 VENV := .venv
-PYTHON ?= python3
+# Python 3.12 or newer: ansible-core 2.20 and later run on nothing older (Debian 12's python3
+# is 3.11). The first new enough of python3, python3.14 .. python3.12 and pyenv's versions;
+# or name one: make PYTHON=/path/to/python3.12
+PYTHON_CANDIDATES := python3 python3.14 python3.13 python3.12 $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3))
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(foreach candidate,$(PYTHON_CANDIDATES),$(shell $(candidate) -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && echo $(candidate))))
+endif
 STAMP := $(VENV)/.installed
 # The Helm client the platform stage runs (from PATH), built from sources/helm/ like the mirror's binaries.
 HELM := $(VENV)/bin/helm
@@ -36,6 +42,9 @@ apt:
 	fi
 
 $(STAMP): pyproject.toml requirements.lock
+	@[ -n "$(PYTHON)" ] || { echo "Python 3.12 or newer is needed (ansible-core 2.20 and later); none found: install one, or make PYTHON=/path/to/python3"; exit 1; }
+	@# A venv of an older Python (3.11, before ansible-core 2.20) is made anew.
+	@if [ -x $(VENV)/bin/python ] && ! $(VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c requirements.lock -e '.[dev]'

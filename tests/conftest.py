@@ -10,9 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,18 +143,12 @@ class InstalledTool:
 
 
 @pytest.fixture(scope="session")
-def installed_rackform(rackform_wheel: Path, tmp_path_factory) -> InstalledTool:
-    """A fresh venv with the wheel in it. Its dependencies come from this repo's .venv through
-    a plain path entry (no network; the checkout's editable rackform stays invisible: its
-    import hook is only activated from a site directory, which that entry is not)."""
-    env_dir = tmp_path_factory.mktemp("venv") / "env"
-    venv.create(env_dir, with_pip=False)
-    purelib = Path(subprocess.run([env_dir / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
-    (purelib / "dependencies-from-the-dev-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    with zipfile.ZipFile(rackform_wheel) as archive:
-        archive.extractall(purelib)
-    script = env_dir / "bin" / "rackform"
-    script.write_text(f"#!{env_dir / 'bin' / 'python'}\nimport sys\nfrom rackform.cli import main\nsys.exit(main())\n")
-    script.chmod(0o755)
-    return InstalledTool(env_dir / "bin")
+def installed_rackform(rackform_wheel: Path, tmp_path_factory, request) -> InstalledTool:
+    """A fresh venv with the wheel in it and the dependencies its metadata names, as pip
+    installs them from PyPI (tests/wheel_venv.py: kept between sessions in pytest's cache)."""
+    from wheel_venv import dependencies_venv, install_wheel
+
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    cache_dir = cache.mkdir("rackform-wheel-deps") if cache is not None else tmp_path_factory.mktemp("wheel-deps")
+    dependencies = dependencies_venv(rackform_wheel, REPO_ROOT / "requirements.lock", Path(cache_dir))
+    return InstalledTool(install_wheel(rackform_wheel, dependencies, tmp_path_factory.mktemp("venv") / "env"))

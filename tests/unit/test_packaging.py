@@ -1,13 +1,16 @@
 """rackform as an installed tool: a wheel built from this repo, installed into a fresh
-virtualenv outside the checkout, starts a site repo of its own and renders it.
+virtualenv outside the checkout with only the dependencies its metadata names (as pip
+installs them from PyPI), starts a site repo of its own, renders it, and verifies a large
+site with parallel workers.
 
 The wheel and the venv are tests/conftest.py's `rackform_wheel` and `installed_rackform`
-(the lab suite deploys and verifies with the same install: tests/lab/test_verify_lab.py).
-What is checked runs in a folder outside the checkout.
+(tests/wheel_venv.py; the lab suite deploys and verifies with the same install:
+tests/lab/test_verify_lab.py). What is checked runs in a folder outside the checkout.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -16,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from rackform.collection import PROJECT_DIR
+from rackform.run.verify import auto_workers
+from rackform.run.verify_inventory import EmittedInventory
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +87,36 @@ def test_a_block_of_the_repo_adds_to_the_built_in_catalog(installed_rackform, si
 def test_init_refuses_a_folder_that_holds_a_repo(installed_rackform, site_repo: Path):
     done = run(installed_rackform, "init", str(site_repo), cwd=site_repo.parent)
     assert done.returncode == 2 and "already holds topologies" in done.stderr
+
+
+def test_the_venv_holds_only_what_the_wheel_asks_for(installed_rackform):
+    """No path into the development venv: rackform's dependencies come from its metadata."""
+    done = subprocess.run([installed_rackform.bin_dir / "python", "-c", "import sys; print('\\n'.join(sys.path))"],
+                          capture_output=True, text=True, check=True)
+    assert str(Path(sys.prefix)) not in done.stdout
+
+
+def test_verify_runs_a_large_site_with_parallel_workers(installed_rackform, tmp_path_factory, monkeypatch):
+    """A site of 32 machines or more runs its checks on pytest-xdist workers (`-n`): the wheel
+    must bring pytest-xdist. The shipped campus site is rendered and verified by the installed
+    tool against machines that cannot answer (ssh's ProxyCommand fails at once: nothing goes
+    on the network). Every machine is then reported unreachable, which takes a pytest that
+    accepted -n and ran the checks; without pytest-xdist, pytest refuses -n (exit 2)."""
+    outside = tmp_path_factory.mktemp("large-site")
+    assert run(installed_rackform, "init", "sites", "--example", "campus", cwd=outside).returncode == 0
+    repo = outside / "sites"
+    rendered = run(installed_rackform, "render", "campus", cwd=repo)
+    assert rendered.returncode == 0, rendered.stderr
+    machines = len(EmittedInventory(repo / "build/campus/inventory/hosts.yml").hosts)
+    assert machines >= 32 and auto_workers(machines) > 1
+
+    monkeypatch.setenv("ANSIBLE_SSH_EXTRA_ARGS", "-o ProxyCommand=false")
+    # One quick check per machine is enough to see that the workers ran.
+    done = run(installed_rackform, "verify", "campus", "--stage", "os", "-k", "hostname_is_inventory_name", cwd=repo)
+    output = done.stdout + done.stderr
+    assert "unrecognized arguments" not in output and done.returncode == 1, output
+    assert f"verifying {machines} machines of campus" in done.stdout
+    summary = re.search(r"^verify campus: (\d+) machines, 0 passed, (\d+) failed", done.stdout, re.MULTILINE)
+    assert summary and int(summary[1]) > 1, output
+    unreachable = [line for line in done.stdout.splitlines() if " unreachable: " in line and "checks not run" in line]
+    assert len(unreachable) == int(summary[1]) and "  FAIL " not in done.stdout, output

@@ -27,6 +27,7 @@ if str(STACKS) not in sys.path:
 
 from components.stages import stage_digests  # noqa: E402
 from providers.playbook import (  # noqa: E402
+    OUTPUT_KEYS,
     Playbook,
     PlaybookProvider,
     StageFailed,
@@ -91,25 +92,6 @@ def test_diff_new_digest_is_an_update_not_a_replacement():
 def test_diff_ignores_where_the_repo_sits():
     result = PlaybookProvider().diff("lab/fabric", PROPS, PROPS | {"root": "/home/ops/rackform"})
     assert result.changes is False
-
-
-def test_read_returns_the_stored_state():
-    stored = PROPS | {"changed": 2, "ok_hosts": 6, "duration_s": 4.2}
-    result = PlaybookProvider().read("lab/fabric", stored)
-    assert (result.id, result.outs) == ("lab/fabric", stored)
-
-
-def test_delete_runs_nothing_and_writes_nothing(tmp_path, monkeypatch):
-    """Deleting a stage only forgets it: no playbook runs, nothing is rendered or recorded."""
-    def no_run(*args, **kwargs):
-        raise AssertionError("delete ran a playbook")
-
-    monkeypatch.setattr(rackform.run.ansible, "run_playbook", no_run)
-    for folder in ("topologies", "inventories"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    before = sorted(tmp_path.rglob("*"))
-    PlaybookProvider().delete("lab/fabric", PROPS | {"root": str(tmp_path)})
-    assert sorted(tmp_path.rglob("*")) == before
 
 
 # ---------------------------------------------------------------- engine serialization
@@ -241,6 +223,18 @@ class TestOnLocalhost:
         updated = PlaybookProvider().update(created.id, created.outs, stage_props(root, "provision"))
         assert updated.outs["changed"] == 0
 
+    def test_a_refresh_reads_back_what_the_run_stored_and_plans_nothing(self, created, root: Path):
+        """`pulumi refresh` hands read the state the engine kept of create's outputs (JSON): read
+        gives all of it back, the digest state/lab.json recorded included, and the next preview
+        (the program's digest of the same render) has nothing to run."""
+        stored = json.loads(json.dumps(created.outs))
+        read = PlaybookProvider().read(created.id, stored)
+        assert (read.id, read.outs) == ("lab/provision", stored)
+        assert set(OUTPUT_KEYS) <= set(read.outs) and read.outs["changed"] == 1
+        assert read.outs["digest"] == applied.load(root, "lab")["provision"].digest
+        program = stage_props(root, "provision", stage_digest(localhost_files(root / "marker.txt"), "provision"))
+        assert PlaybookProvider().diff(read.id, read.outs, program).changes is False
+
     def test_a_stage_that_loses_its_only_host_names_it_in_the_last_stage(self, root: Path):
         """fabric fails on localhost, the only host: as `rackform deploy`, the stage itself
         completes for the others (none here), and the chain's last stage fails naming it."""
@@ -282,6 +276,29 @@ def test_create_renders_the_real_project_and_runs_the_stage_playbook(site_root: 
     PlaybookProvider().create(stage_props(site_root, "fabric"))
     assert runs == [(site_root / "build" / "lab", "validate.yml"), (site_root / "build" / "lab", "fabric.yml")]
     assert (site_root / "build" / "lab" / "fabric.yml").is_file()
+
+
+def _files(root: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_delete_of_a_created_stage_runs_nothing_and_changes_no_file(site_root: Path, runs, monkeypatch):
+    """Deleting a stage only forgets it: no playbook runs (the stand-in that saw create's runs
+    sees none, and ansible-runner is never started), nothing is rendered again, and the
+    applied record stays as the run left it."""
+    created = PlaybookProvider().create(stage_props(site_root, "fabric"))
+    assert [playbook for _, playbook in runs] == ["validate.yml", "fabric.yml"]
+    runs.clear()
+    monkeypatch.setattr(rackform.run.ansible, "init_runner",
+                        lambda *args, **kwargs: pytest.fail("delete started ansible-runner"))
+    before = _files(site_root)
+    recorded = applied.load(site_root, "lab")["fabric"]
+
+    PlaybookProvider().delete(created.id, created.outs)
+
+    assert runs == []
+    assert _files(site_root) == before
+    assert applied.load(site_root, "lab")["fabric"] == recorded
 
 
 def test_digest_after_create_matches_the_programs(site_root: Path, runs):

@@ -223,10 +223,59 @@ def test_the_keys_the_code_reads_are_declared_and_secrets_are_secret():
     assert {key for key, schema in declared.items() if schema.get("secret")} == set(SECRET_KEYS)
 
 
+def _stack_config_problems(stack_file: Path) -> list[str]:
+    """What a stack file sets that the engine would refuse or keep in plaintext."""
+    problems = []
+    for key, value in (yaml.safe_load(stack_file.read_text()) or {}).get("config", {}).items():
+        schema = PROJECT["config"].get(key)
+        if schema is None:
+            problems.append(f"{stack_file.name}: {key} is not declared in Pulumi.yaml")
+        elif schema.get("secret"):
+            problems.append(f"{stack_file.name}: {key} is a secret: set it with --secret, never in the file")
+        elif not (isinstance(value, TYPES[schema["type"]]) or (schema["type"] == "boolean" and value in ("true", "false"))):
+            problems.append(f"{stack_file.name}: {key} is not a {schema['type']}")
+    return problems
+
+
+def test_a_stack_file_with_a_plaintext_secret_or_an_undeclared_key_is_caught(tmp_path):
+    stack_file = tmp_path / "Pulumi.edge.yaml"
+    stack_file.write_text("config:\n  rackform:site: edge\n  rackform:vaultPassword: hunter2\n  rackform:sight: edge\n")
+    assert _stack_config_problems(stack_file) == [
+        "Pulumi.edge.yaml: rackform:vaultPassword is a secret: set it with --secret, never in the file",
+        "Pulumi.edge.yaml: rackform:sight is not declared in Pulumi.yaml"]
+
+
 @pytest.mark.parametrize("stack_file", sorted(REPO.glob("Pulumi.*.yaml")), ids=lambda path: path.name)
-def test_stack_files_set_only_declared_keys_of_the_declared_type_and_no_secret_in_plaintext(stack_file: Path):
-    values = yaml.safe_load(stack_file.read_text())["config"]
-    for key, value in values.items():
-        schema = PROJECT["config"][key]
-        assert isinstance(value, TYPES[schema["type"]]) or (schema["type"] == "boolean" and value in ("true", "false"))
-        assert not schema.get("secret"), f"{stack_file.name}: {key} must be set with --secret"
+def test_the_committed_stack_files_set_only_declared_keys_and_no_secret(stack_file: Path):
+    assert _stack_config_problems(stack_file) == []
+
+
+def test_stack_files_written_with_secrets_configured_hold_no_secret(tmp_path, monkeypatch):
+    """`rackform init` writes a repo's Pulumi.yaml and stack file while the stack's secrets are
+    in this process's environment (the vault password file, the switch password), then
+    `rackform secrets` makes the site's BMC vault: no secret value lands in a Pulumi file,
+    and the stack file sets only declared keys, no secret one."""
+    from rackform.cli import main
+    from rackform.secrets import SiteVault
+
+    vault_password, switch_password = "vault-pw-3f9c1e7a", "switch-pw-8d2b4a61"
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir(mode=0o700)
+    password_file = secrets_dir / "vault-password"
+    password_file.write_text(vault_password + "\n")
+    password_file.chmod(0o600)
+    monkeypatch.setenv("RACKFORM_SECRETS_DIR", str(secrets_dir))
+    monkeypatch.setenv("RACKFORM_VAULT_PASSWORD_FILE", str(password_file))
+    monkeypatch.setenv("RACKFORM_SWITCH_PASSWORD", switch_password)
+    repo = tmp_path / "sites"
+
+    assert main(["init", str(repo)]) == 0
+    assert main(["secrets", "edge", "--root", str(repo)]) == 0
+
+    bmc_passwords = {credential.password for credential in SiteVault("edge").load().values()}
+    assert bmc_passwords, "rackform secrets made BMC passwords for edge"
+    stack_files = sorted(repo.glob("Pulumi*.yaml"))
+    assert [path.name for path in stack_files] == ["Pulumi.edge.yaml", "Pulumi.yaml"]
+    for secret in {vault_password, switch_password, *bmc_passwords}:
+        assert [path.name for path in stack_files if secret in path.read_text()] == []
+    assert _stack_config_problems(repo / "Pulumi.edge.yaml") == []

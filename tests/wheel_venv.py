@@ -1,0 +1,88 @@
+"""rackform's wheel in a virtualenv that holds what the wheel asks for and nothing else.
+
+The dependencies are installed by pip from the wheel's own metadata (Requires-Dist) into a
+venv made without --system-site-packages and without any path into the development venv,
+so a dependency pyproject.toml forgets is missing there as it would be for a user (pip
+takes the versions of requirements.lock, as CI does). Installing them takes a minute or
+more, so that venv is kept between sessions in pytest's cache folder
+(.pytest_cache/d/rackform-wheel-deps/<key>/), keyed by the wheel's requirements, the lock
+and the Python version: a change to any of them builds it anew (and drops the old one).
+It holds no rackform: each session installs its own wheel (`pip install --no-deps`, with
+its console script) into a fresh venv whose one `.pth` line adds the dependencies' folder.
+A file lock lets xdist workers share the build.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import fcntl
+import hashlib
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+CACHE_FORMAT = "1"
+"""Part of the key: bump it when what the cached venv holds changes."""
+PIP_TIMEOUT_S = 1200
+
+
+def wheel_requirements(wheel: Path) -> list[str]:
+    """Requires-Python and every Requires-Dist of the wheel's METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(item for item in archive.namelist() if item.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    return [f"Requires-Python: {metadata.get('Requires-Python', '')}",
+            *sorted(metadata.get_all("Requires-Dist") or [])]
+
+
+def dependencies_key(wheel: Path, lock: Path) -> str:
+    digest = hashlib.sha256()
+    for part in (CACHE_FORMAT, sys.version, *wheel_requirements(wheel), lock.read_text() if lock.is_file() else ""):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _purelib(env_dir: Path) -> Path:
+    done = subprocess.run([env_dir / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True)
+    return Path(done.stdout.strip())
+
+
+def _pip(python: Path, *arguments: str) -> None:
+    """The test process's pip acting on another venv (pip --python), which needs no pip of its own."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *arguments],
+                          capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(arguments)} failed:\n{done.stdout}\n{done.stderr}")
+
+
+def dependencies_venv(wheel: Path, lock: Path, cache_dir: Path) -> Path:
+    """The venv holding the wheel's dependencies as pip resolves them (built once per key)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = dependencies_key(wheel, lock)
+    env_dir = cache_dir / key
+    with open(cache_dir / "lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        if not (env_dir / "complete").is_file():
+            for stale in cache_dir.iterdir():
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+            venv.create(env_dir, with_pip=False)
+            python = env_dir / "bin" / "python"
+            constraints = ["-c", str(lock)] if lock.is_file() else []
+            _pip(python, "install", "-q", *constraints, str(wheel))
+            _pip(python, "uninstall", "-q", "-y", "rackform")
+            (env_dir / "complete").write_text(f"{key}\n" + "\n".join(wheel_requirements(wheel)) + "\n")
+    return env_dir
+
+
+def install_wheel(wheel: Path, dependencies: Path, env_dir: Path) -> Path:
+    """A fresh venv at env_dir with the wheel installed (console script included) and the
+    dependencies venv's packages importable; returns its bin folder."""
+    venv.create(env_dir, with_pip=False)
+    (_purelib(env_dir) / "rackform-wheel-dependencies.pth").write_text(f"{_purelib(dependencies)}\n")
+    _pip(env_dir / "bin" / "python", "install", "-q", "--no-deps", str(wheel))
+    return env_dir / "bin"
