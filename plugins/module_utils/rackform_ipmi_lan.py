@@ -15,6 +15,14 @@ IPMI 2.0 before any credential leaves), then Open Session with cipher suite 17, 
 (a wrong password shows as a RAKP2 code that does not verify), Set Session Privilege
 Level. One request is in flight at a time; `close()` sends Close Session, so BMCs with
 small session tables (ipmi_sim: 10 per user) are not left full of idle sessions.
+
+Every step that waits on the BMC is written once, as a generator (`open_steps`,
+`command_steps`, `close_steps` ...): it sends, then yields `(socket, deadline)` and is
+sent the datagram that arrived on that socket, or None once the deadline (time.monotonic)
+passed, or has the OSError of a receive thrown in. The blocking methods (`open`,
+`command`, `close` ...) run those generators on the session's own socket (`run_steps`);
+rackform's fleet runs the generators of many sessions in one thread (rackform.ipmi.loop),
+as ipmipower polls all its sockets at once, instead of a thread per BMC.
 """
 
 from __future__ import annotations
@@ -120,13 +128,17 @@ class LanSession:
 
     def open(self) -> None:
         """Log in (suite 17, else 3) at the requested privilege; IpmiError says why not."""
+        self.run_steps(self.open_steps())
+
+    def open_steps(self):
+        """`open`, as steps (see the module docstring)."""
         self._connect()
         try:
-            self.capabilities = self.probe()
+            self.capabilities = yield from self.probe_steps()
             if not self.capabilities.ipmi20:
                 raise ipmi15_only(self.address)
-            self._login()
-            self.command(*SET_SESSION_PRIVILEGE, bytes((self.privilege,)))
+            yield from self._login_steps()
+            yield from self.command_steps(*SET_SESSION_PRIVILEGE, bytes((self.privilege,)))
         except BaseException:
             self._drop()
             raise
@@ -139,12 +151,15 @@ class LanSession:
         session to this BMC never overlaps this one's last request; a BMC that is gone
         drops the session by itself on its idle timeout.
         """
+        self.run_steps(self.close_steps())
+
+    def close_steps(self):
+        """`close`, as steps: whatever arrives first (or nothing, or an error) ends the wait."""
         if self._keys is not None and self._socket is not None:
             try:
                 request = self._next_request(*CLOSE_SESSION, struct.pack("<I", self._bmc_session_id))
                 self._socket.send(self._seal(request))
-                self._socket.settimeout(min(self.timeouts.reply_s, CLOSE_WAIT_S))
-                self._socket.recv(RECEIVE_BYTES)
+                yield self._socket, time.monotonic() + min(self.timeouts.reply_s, CLOSE_WAIT_S)
             except OSError:
                 pass
         self._drop()
@@ -170,11 +185,16 @@ class LanSession:
 
     def probe(self) -> AuthCapabilities:
         """Get Channel Authentication Capabilities: is a BMC there, and does it speak IPMI 2.0?"""
+        return self.run_steps(self.probe_steps())
+
+    def probe_steps(self):
+        """`probe`, as steps."""
         if self._socket is None:
             self._connect()
         command = CMD_GET_CHANNEL_AUTH_CAPABILITIES
         datagram = auth_capabilities_request(self.privilege)
-        code, data = self._exchange(lambda: datagram, lambda reply: response_data(reply, command), "probe")
+        code, data = yield from self._exchange(lambda: datagram, lambda reply: response_data(reply, command),
+                                               "probe")
         if code == IPMI15_ONLY_COMPLETION_CODE:
             raise ipmi15_only(self.address)
         if code:
@@ -188,21 +208,21 @@ class LanSession:
 
     # --- login ---------------------------------------------------------------------------------
 
-    def _login(self) -> None:
+    def _login_steps(self):
         refusals = []
         for suite in SAFE_SUITES:
-            opened = self._open_session(suite)
+            opened = yield from self._open_session_steps(suite)
             if isinstance(opened, str):
                 refusals.append(f"suite {suite.number}: {opened}")
                 continue
             self.suite = suite
-            self._rakp(suite, opened)
+            yield from self._rakp_steps(suite, opened)
             return
         raise IpmiError(Reason.SUITE_REFUSED,
                         f"{self.address} accepts neither cipher suite 17 nor 3 ({'; '.join(refusals)}); "
                         f"rackform refuses the others (suite 0 lets anyone in) and IPMI 1.5")
 
-    def _open_session(self, suite: CipherSuite) -> OpenSessionResponse | str:
+    def _open_session_steps(self, suite: CipherSuite):
         """The BMC's answer to Open Session for `suite`, or why it refused the suite."""
         self._tag = (self._tag + 1) & 0xFF
         self._console_session_id = int.from_bytes(os.urandom(4), "little") | 1  # never 0 (sessionless)
@@ -217,7 +237,7 @@ class LanSession:
             response = parse_open_session_response(packet.payload)
             return response if response.tag == tag else None
 
-        response = self._exchange(lambda: datagram, match, "open session")
+        response = yield from self._exchange(lambda: datagram, match, "open session")
         if response.status in SUITE_MISMATCH_STATUSES:
             return RMCP_PLUS_STATUS[response.status]
         if response.status:
@@ -230,7 +250,7 @@ class LanSession:
             return f"the BMC answered with algorithms {response.algorithms}, not {wanted}"
         return response
 
-    def _rakp(self, suite: CipherSuite, opened: OpenSessionResponse) -> None:
+    def _rakp_steps(self, suite: CipherSuite, opened: OpenSessionResponse):
         role = NAME_ONLY_LOOKUP | self.privilege
         console_random = os.urandom(16)
         bmc_session = opened.bmc_session_id
@@ -239,7 +259,7 @@ class LanSession:
         rakp1_packet = rmcp_plus_packet(PAYLOAD_RAKP1, rakp1(tag, bmc_session, console_random, role, self.user))
         # RAKP messages are not resent: a BMC that saw RAKP1 twice answers with a new random
         # number, so a lost reply restarts the login (one more try at the fleet level).
-        rakp2 = self._exchange(lambda: rakp1_packet, self._rakp_reply(PAYLOAD_RAKP2, parse_rakp2, tag),
+        rakp2 = yield from self._exchange(lambda: rakp1_packet, self._rakp_reply(PAYLOAD_RAKP2, parse_rakp2, tag),
                                "RAKP 1/2", resends=0)
         if rakp2.status:
             raise self._rakp_refusal(rakp2.status, "RAKP2")
@@ -255,7 +275,7 @@ class LanSession:
         auth = rakp3_auth_code(suite, self._password, rakp2.bmc_random, self._console_session_id, role,
                                     self.user)
         rakp3_packet = rmcp_plus_packet(PAYLOAD_RAKP3, rakp3(tag, bmc_session, auth))
-        rakp4 = self._exchange(lambda: rakp3_packet, self._rakp_reply(PAYLOAD_RAKP4, parse_rakp4, tag),
+        rakp4 = yield from self._exchange(lambda: rakp3_packet, self._rakp_reply(PAYLOAD_RAKP4, parse_rakp4, tag),
                                "RAKP 3/4", resends=0)
         if rakp4.status:
             raise self._rakp_refusal(rakp4.status, "RAKP4")
@@ -294,6 +314,11 @@ class LanSession:
     def request(self, netfn: int, command: int, data: bytes = b"", *, lun: int = 0,
                 timeouts: Timeouts | None = None) -> IpmiResponse:
         """Send one command in the session and return the BMC's response, whatever its completion code."""
+        return self.run_steps(self.request_steps(netfn, command, data, lun=lun, timeouts=timeouts))
+
+    def request_steps(self, netfn: int, command: int, data: bytes = b"", *, lun: int = 0,
+                      timeouts: Timeouts | None = None):
+        """`request`, as steps."""
         if self._keys is None or self._socket is None:
             raise IpmiError(Reason.PROTOCOL, f"no open session with {self.address}")
         message = self._next_request(netfn, command, data, lun)
@@ -315,12 +340,16 @@ class LanSession:
 
         # Each resend is sealed afresh with the next session sequence number (a replayed
         # number is dropped by the BMC); the IPMI sequence stays, so a late reply matches.
-        return self._exchange(lambda: self._seal(message), match, f"command {netfn:#04x}/{command:#04x}",
-                              timeouts=timeouts)
+        return (yield from self._exchange(lambda: self._seal(message), match,
+                                          f"command {netfn:#04x}/{command:#04x}", timeouts=timeouts))
 
     def command(self, netfn: int, command: int, data: bytes = b"", *, lun: int = 0) -> bytes:
         """Send one command; return its data, or raise IpmiError for an error completion code."""
-        response = self.request(netfn, command, data, lun=lun)
+        return self.run_steps(self.command_steps(netfn, command, data, lun=lun))
+
+    def command_steps(self, netfn: int, command: int, data: bytes = b"", *, lun: int = 0):
+        """`command`, as steps."""
+        response = yield from self.request_steps(netfn, command, data, lun=lun)
         self._check_completion(response, f"command {netfn:#04x}/{command:#04x}")
         return response.data
 
@@ -365,9 +394,40 @@ class LanSession:
 
     # --- the one send/receive loop ---------------------------------------------------------------
 
+    def run_steps(self, steps):
+        """Run a generator of this session's steps to its end on the session's own socket, blocking."""
+        try:
+            wait = next(steps)
+            while True:
+                sock, deadline = wait
+                try:
+                    datagram = self._receive_on(sock, deadline)
+                except OSError as error:
+                    wait = steps.throw(error)
+                    continue
+                wait = steps.send(datagram)
+        except StopIteration as done:
+            return done.value
+
+    @staticmethod
+    def _receive_on(sock, deadline: float) -> bytes | None:
+        """One datagram from `sock` before `deadline`, or None; sleeps until then where `sock` is None."""
+        left = deadline - time.monotonic()
+        if sock is None:
+            if left > 0:
+                time.sleep(left)
+            return None
+        if left <= 0:
+            return None
+        sock.settimeout(left)
+        try:
+            return sock.recv(RECEIVE_BYTES)
+        except TimeoutError:
+            return None
+
     def _exchange(self, build: Callable[[], bytes], match: Callable[[bytes], T | None], step: str, *,
-                  resends: int | None = None, timeouts: Timeouts | None = None) -> T:
-        """Send, wait for a datagram `match` accepts (ignoring others), resend on silence.
+                  resends: int | None = None, timeouts: Timeouts | None = None):
+        """Steps: send, wait for a datagram `match` accepts (ignoring others), resend on silence.
 
         No answer at all from the BMC so far means unreachable; silence after it has
         answered means it stopped in the middle (timeout).
@@ -377,8 +437,11 @@ class LanSession:
         for _ in range(sends):
             self._send(build())
             deadline = time.monotonic() + timeouts.reply_s
-            while (left := deadline - time.monotonic()) > 0:
-                datagram = self._receive(left)
+            while deadline > time.monotonic():
+                try:
+                    datagram = yield self._socket, deadline
+                except OSError as error:
+                    raise self._network_error(error) from None
                 if datagram is None:
                     break
                 self._answered = True
@@ -398,15 +461,6 @@ class LanSession:
     def _send(self, datagram: bytes) -> None:
         try:
             self._socket.send(datagram)
-        except OSError as error:
-            raise self._network_error(error) from None
-
-    def _receive(self, timeout_s: float) -> bytes | None:
-        self._socket.settimeout(timeout_s)
-        try:
-            return self._socket.recv(RECEIVE_BYTES)
-        except TimeoutError:
-            return None
         except OSError as error:
             raise self._network_error(error) from None
 

@@ -10,6 +10,11 @@ Pulumi provider and the Ansible module (rackform.ipmi.module_utils):
   shared by every rackform process of the user on this machine (and by every thread: each
   holder opens the file anew, and flock locks of two open files exclude each other).
 
+`retrying` and `await_power` block (they call `sleep`); `retrying_steps` and
+`await_power_steps` are the same rules as generators (rackform_ipmi_lan's steps), which
+pause through a `pause_steps(seconds)` generator function instead, so the fleet can run
+many BMCs' retries and read-backs in one thread.
+
 Standard library only: this file travels inside the Ansible module (AnsiballZ).
 """
 
@@ -80,11 +85,16 @@ def retrying(attempt, policy, kind_of, sleep=time.sleep, on_retry=None):
     """Return `attempt()`; when it raises, `kind_of(error)` says RETRY, RETRY_AUTH or None
     (never retried). Raises GaveUp(last error, tries) when the budget is spent or the error
     is not retried; `on_retry(tries, pause_s, error)` is called before each pause."""
+    return run_blocking(retrying_steps(lambda: called(attempt), policy, kind_of, blocking_pauses(sleep), on_retry))
+
+
+def retrying_steps(attempt_steps, policy, kind_of, pause_steps, on_retry=None):
+    """`retrying` as steps: `attempt_steps()` is a generator, each pause `pause_steps(seconds)`."""
     tries = auth_tries = 0
     while True:
         tries += 1
         try:
-            return attempt()
+            return (yield from attempt_steps())
         except Exception as error:  # each caller's own error types, sorted by kind_of
             kind = kind_of(error)
             if kind is None:
@@ -96,7 +106,31 @@ def retrying(attempt, policy, kind_of, sleep=time.sleep, on_retry=None):
             pause = policy.backoff_s(tries)
             if on_retry is not None:
                 on_retry(tries, pause, error)
-            sleep(pause)
+            yield from pause_steps(pause)
+
+
+def called(function):
+    """A generator that calls `function` (blocking) and returns its value: a blocking step."""
+    return function()
+    yield  # noqa: unreachable - makes this a generator
+
+
+def blocking_pauses(sleep):
+    def pause_steps(seconds):
+        sleep(seconds)
+        return
+        yield  # noqa: unreachable - makes this a generator
+    return pause_steps
+
+
+def run_blocking(steps):
+    """Run steps that only pause through `_sleeping` or call blocking code (no socket waits)."""
+    try:
+        while True:
+            next(steps)
+            raise RuntimeError("a blocking run was asked to wait on a socket")
+    except StopIteration as done:
+        return done.value
 
 
 def power_plan(action, before):
@@ -115,15 +149,22 @@ def await_power(read_state, expected, deadline_s, poll_interval_s, first_poll_s=
     """Read the power state (after `first_poll_s`, then every `poll_interval_s`: BMCs crash
     when hammered) until it is `expected` or `deadline_s` passed. Returns (last state read,
     seconds waited, whether it showed `expected`)."""
+    return run_blocking(await_power_steps(lambda: called(read_state), expected, deadline_s, poll_interval_s,
+                                          first_poll_s, blocking_pauses(sleep), clock))
+
+
+def await_power_steps(read_state_steps, expected, deadline_s, poll_interval_s, first_poll_s, pause_steps,
+                      clock=time.monotonic):
+    """`await_power` as steps: `read_state_steps()` is a generator, each pause `pause_steps(seconds)`."""
     started = clock()
-    sleep(first_poll_s)
-    state = read_state()
+    yield from pause_steps(first_poll_s)
+    state = yield from read_state_steps()
     while state != expected:
         waited = clock() - started
         if waited >= deadline_s:
             return state, waited, False
-        sleep(min(poll_interval_s, max(deadline_s - waited, 0.0)))
-        state = read_state()
+        yield from pause_steps(min(poll_interval_s, max(deadline_s - waited, 0.0)))
+        state = yield from read_state_steps()
     return state, clock() - started, True
 
 
@@ -136,37 +177,62 @@ class BmcBusy(BmcSilent):
 
 
 class bmc_lock(object):
-    """An exclusive lock per BMC address on this controller (flock on a file in `lock_dir`)."""
+    """An exclusive lock per BMC address on this controller (flock on a file in `lock_dir`).
+
+    `with` waits for it (polling, up to `timeout_s`); `try_acquire()` takes it or says it is
+    held, without waiting, for callers that wait in their own way (the fleet's steps)."""
 
     def __init__(self, lock_dir, address, timeout_s=DEFAULT_LOCK_TIMEOUT_S, port=None):
         name = address if port in (None, 623) else "%s-%d" % (address, port)
         self.path = os.path.join(lock_dir, "bmc-%s.lock" % re.sub(r"[^0-9A-Za-z.-]", "_", name))
         self.lock_dir = lock_dir
         self.timeout_s = timeout_s
-        self.handle = None
+        self.handle = None  # a file descriptor while open
 
     def __enter__(self):
-        try:
-            os.makedirs(self.lock_dir, mode=0o700)
-        except OSError as error:
-            if error.errno != errno.EEXIST:
-                raise
-        self.handle = open(self.path, "a")
         deadline = time.monotonic() + self.timeout_s
-        while True:
+        while not self.try_acquire():
+            if time.monotonic() > deadline:
+                raise self.busy()
+            time.sleep(LOCK_POLL_S)
+        return self
+
+    def try_acquire(self):
+        """Take the lock if it is free: True; False while another holder has it."""
+        if self.handle is None:
+            # A descriptor of its own per holder: flock locks of two open files exclude each other.
             try:
-                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except (IOError, OSError) as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    self.handle.close()
-                    raise BmcBusy("another rackform process has been talking to this BMC for over %.0f s "
-                                  "(lock %s)" % (self.timeout_s, self.path))
-                time.sleep(LOCK_POLL_S)
+                self.handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            except OSError as error:
+                if error.errno != errno.ENOENT:
+                    raise
+                try:  # the first lock of this user on this machine: make the folder
+                    os.makedirs(self.lock_dir, mode=0o700)
+                except OSError as error:
+                    if error.errno != errno.EEXIST:
+                        raise
+                self.handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except (IOError, OSError) as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise self.busy()
+            return False
+
+    def busy(self):
+        """The error for a lock still held after `timeout_s` (the file is closed)."""
+        self.release()
+        return BmcBusy("another rackform process has been talking to this BMC for over %.0f s "
+                       "(lock %s)" % (self.timeout_s, self.path))
+
+    def release(self):
+        if self.handle is not None:
+            os.close(self.handle)  # closing the descriptor drops its flock
+            self.handle = None
 
     def __exit__(self, *exc_info):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        self.release()
         return False
 
 

@@ -125,7 +125,13 @@ class BmcClient:
 
     def power_state(self) -> str:
         """`on` or `off`, from Get Chassis Status."""
-        data = self.session.command(*GET_CHASSIS_STATUS)
+        return self._power_from(self.session.command(*GET_CHASSIS_STATUS))
+
+    def power_state_steps(self):
+        """`power_state` as the session's steps (rackform.ipmi.loop runs many at once)."""
+        return self._power_from((yield from self.session.command_steps(*GET_CHASSIS_STATUS)))
+
+    def _power_from(self, data: bytes) -> str:
         if not data:
             raise IpmiError(Reason.PROTOCOL, f"{self.address} sent an empty chassis status")
         return "on" if data[0] & 0x01 else "off"
@@ -136,17 +142,28 @@ class BmcClient:
         Converges: `on` when on, `off`/`soft` when off send nothing. `cycle` and `reset`
         of a host that is off power it on instead (IPMI leaves an off chassis off).
         """
+        def command_steps(*request):
+            return _policy.called(lambda: self.session.command(*request))
+
+        return _policy.run_blocking(self._set_power_steps(
+            action, lambda: _policy.called(self.power_state), command_steps, _policy.blocking_pauses(self._sleep)))
+
+    def set_power_steps(self, action: str, pause_steps):
+        """`set_power` as the session's steps; each pause is `pause_steps(seconds)`."""
+        return self._set_power_steps(action, self.power_state_steps, self.session.command_steps, pause_steps)
+
+    def _set_power_steps(self, action: str, read_steps, command_steps, pause_steps):
         if action not in CHASSIS_CONTROL_CODES:
             raise ValueError(f"unknown power action {action!r} (expected one of {', '.join(POWER_ACTIONS)})")
-        before = self.power_state()
+        before = yield from read_steps()
         sent, expected = _policy.power_plan(action, before)
         if sent is None:
             return PowerChange(action, before, before, changed=False, waited_s=0.0)
-        self.session.command(*CHASSIS_CONTROL, bytes((CHASSIS_CONTROL_CODES[sent],)))
+        yield from command_steps(*CHASSIS_CONTROL, bytes((CHASSIS_CONTROL_CODES[sent],)))
         log.debug("%s: chassis control %s sent (was %s)", self.address, sent, before)
-        after, waited_s, confirmed = _policy.await_power(
-            self.power_state, expected, self.confirm.deadline_s(action), self.confirm.poll_interval_s,
-            self.confirm.first_poll_s, sleep=self._sleep)
+        after, waited_s, confirmed = yield from _policy.await_power_steps(
+            read_steps, expected, self.confirm.deadline_s(action), self.confirm.poll_interval_s,
+            self.confirm.first_poll_s, pause_steps)
         if not confirmed:
             raise IpmiError(Reason.NOT_CONFIRMED, f"{self.address} accepted the change but still reads "
                                                   f"{after} (expected {expected}) after {waited_s:.1f} s")

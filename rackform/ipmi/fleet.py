@@ -9,6 +9,11 @@ operations (two Pulumi resources, two fleet runs, a playbook beside `rackform bm
 never talk to the same BMC at once: BMCs crash when hammered (docs/domain.md, "IPMI safety
 rules"). The retry policy, the read-back and the lock are the Ansible module's own code
 (plugins/module_utils/rackform_ipmi_policy.py, loaded by rackform.ipmi.module_utils).
+
+Power status and power changes run every BMC's conversation in one thread
+(`run_steps`, rackform.ipmi.loop: one socket per BMC, all polled at once, as ipmipower
+does); other operations (sensors, FRU, boot device through pyghmi) block, and run in a
+thread per BMC (`run`). Both keep the same rules: the lock, the retries, the logins.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from rackform.ipmi import wire
+from rackform.ipmi import loop, wire
 from rackform.ipmi.client import BOOT_DEVICES, POWER_ACTIONS, BmcClient, ConfirmPolicy, PowerChange
 from rackform.ipmi.credentials import Credentials, CredentialSource
 from rackform.ipmi import prelogin
@@ -120,7 +125,54 @@ class Fleet:
                     future.result()
         return [results[position] for position in range(len(targets))]
 
+    def run_steps(self, targets: Iterable[BmcTarget], operation_steps: Callable[[BmcClient], loop.Steps], *,
+                  on_result: Callable[[NodeResult[T]], None] | None = None) -> list[NodeResult[T]]:
+        """`operation_steps` (a generator of the client's steps) on every target's BMC, every
+        BMC at once in this thread; results in target order. Same rules as `run`. Needs
+        sessions that run as steps (LanSession's); pauses are the loop's own timers, unless
+        the fleet was given a `sleep` of its own (tests), which is then called in place.
+        """
+        targets = list(targets)
+        by_bmc: dict[tuple[str, int], list[tuple[int, BmcTarget]]] = {}
+        for position, target in enumerate(targets):
+            by_bmc.setdefault((target.address, target.port), []).append((position, target))
+        results: dict[int, NodeResult[T]] = {}
+
+        def run_bmc(group: list[tuple[int, BmcTarget]]):
+            for position, target in group:
+                result = yield from self._run_one_steps(target, operation_steps)
+                results[position] = result
+                if on_result is not None:
+                    on_result(result)
+
+        loop.run_all((run_bmc(group) for group in by_bmc.values()), limit=max(1, self.max_parallel))
+        return [results[position] for position in range(len(targets))]
+
+    def _sessions_run_as_steps(self) -> bool:
+        return isinstance(self.session_factory, type) and issubclass(self.session_factory, LanSession)
+
+    def _run_as_steps_or_threads(self, targets: Iterable[BmcTarget], operation_steps, operation, **options):
+        if self._sessions_run_as_steps():
+            return self.run_steps(targets, operation_steps, **options)
+        return self.run(targets, operation, **options)
+
+    def _pause_steps(self, seconds: float):
+        """A pause inside the loop (the other BMCs carry on), or the fleet's own `sleep`."""
+        if self.sleep is time.sleep:
+            if seconds > 0:
+                yield None, time.monotonic() + seconds
+        else:
+            self.sleep(seconds)
+
     def _run_one(self, target: BmcTarget, operation: Callable[[BmcClient], T]) -> NodeResult[T]:
+        return _policy.run_blocking(self._run_one_steps(target, lambda client: _policy.called(
+            lambda: operation(client)), blocking=True))
+
+    def _run_one_steps(self, target: BmcTarget, operation_steps, *, blocking: bool = False):
+        """One target, start to end: lock, logins, retries, the operation; a NodeResult.
+
+        With `blocking`, everything blocks (a thread per BMC runs it): the lock is waited
+        for with `with`, and pauses call `self.sleep`."""
         started = time.monotonic()
 
         def failed(reason: Reason, message: str, attempts: int) -> NodeResult[T]:
@@ -143,10 +195,19 @@ class Fleet:
             retried.append(tries)
             log.debug("%s (%s): %s; retry %d in %.1f s", target.node, target.address, error, tries + 1, pause)
 
+        pause_steps = _policy.blocking_pauses(self.sleep) if blocking else self._pause_steps
         try:
-            with self.locks(target.address, target.port):
-                value = _policy.retrying(lambda: self._in_session(target, credentials, operation), self.retry,
-                                         kind_of, sleep=self.sleep, on_retry=note_retry)
+            lock = self.locks(target.address, target.port)
+            if blocking or not hasattr(lock, "try_acquire"):
+                lock.__enter__()
+            else:
+                yield from _acquire_steps(lock)
+            try:
+                value = yield from _policy.retrying_steps(
+                    lambda: self._in_session_steps(target, credentials, operation_steps, blocking), self.retry,
+                    kind_of, pause_steps, on_retry=note_retry)
+            finally:
+                lock.__exit__(None, None, None)
         except _policy.GaveUp as gave_up:
             error = gave_up.error
             if isinstance(error, IpmiError):
@@ -157,8 +218,8 @@ class Fleet:
         return NodeResult(target.node, target.address, value=value, attempts=len(retried) + 1,
                           elapsed_s=time.monotonic() - started)
 
-    def _in_session(self, target: BmcTarget, credentials: Credentials, operation: Callable[[BmcClient], T]) -> T:
-        """Log in (trying each of the node's passwords in turn), run `operation`, log out.
+    def _in_session_steps(self, target: BmcTarget, credentials: Credentials, operation_steps, blocking: bool):
+        """Log in (trying each of the node's passwords in turn), run the operation, log out.
 
         The password that worked is tried first next time, so a BMC is not sent a password
         it rejected on every run.
@@ -170,34 +231,51 @@ class Fleet:
             session = self.session_factory(target.address, logins[index], port=target.port,
                                            privilege=self.privilege, timeouts=self.timeouts)
             try:
-                session.open()
+                if blocking:
+                    session.open()
+                else:
+                    yield from session.open_steps()
             except IpmiError as error:
                 if error.reason is Reason.AUTH_REJECTED and tried < len(logins):
                     continue
                 raise
             self._working_login[key] = index
             try:
-                return operation(BmcClient(session, self.confirm, self.sleep))
+                return (yield from operation_steps(BmcClient(session, self.confirm, self.sleep)))
             finally:
-                session.close()
+                if blocking:
+                    session.close()
+                else:
+                    yield from session.close_steps()
         raise AssertionError("unreachable: the last login returns or raises")
 
     # --- the operations rackform runs across a fleet --------------------------------------------
 
     def power_status(self, targets: Iterable[BmcTarget], **options) -> list[NodeResult[str]]:
-        return self.run(targets, lambda client: client.power_state(), **options)
+        return self._run_as_steps_or_threads(targets, lambda client: client.power_state_steps(),
+                                             lambda client: client.power_state(), **options)
 
     def power(self, targets: Iterable[BmcTarget], action: str, **options) -> list[NodeResult[PowerChange]]:
         """on / off / soft / cycle / reset, each confirmed by reading the state back."""
         if action not in POWER_ACTIONS:  # a caller's mistake: say so once, not once per node
             raise ValueError(f"unknown power action {action!r} (expected one of {', '.join(POWER_ACTIONS)})")
-        return self.run(targets, lambda client: client.set_power(action), **options)
+        return self._run_as_steps_or_threads(targets, lambda client: client.set_power_steps(action, self._pause_steps),
+                                             lambda client: client.set_power(action), **options)
 
     def set_boot_device(self, targets: Iterable[BmcTarget], device: str, persistent: bool = False,
                         **options) -> list[NodeResult[None]]:
         if device not in BOOT_DEVICES:
             raise ValueError(f"unknown boot device {device!r} (expected one of {', '.join(BOOT_DEVICES)})")
         return self.run(targets, lambda client: client.set_boot_device(device, persistent), **options)
+
+
+def _acquire_steps(lock):
+    """The BMC's lock, polled without blocking the loop (another process or fleet may hold it)."""
+    deadline = time.monotonic() + lock.timeout_s
+    while not lock.try_acquire():
+        if time.monotonic() > deadline:
+            raise lock.busy()
+        yield None, time.monotonic() + _policy.LOCK_POLL_S
 
 
 def failed_percentage(results: list[NodeResult]) -> float:
