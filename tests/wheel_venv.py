@@ -7,7 +7,8 @@ takes the versions of requirements.lock, as CI does). Installing them takes a mi
 more, so that venv is kept between sessions in pytest's cache folder
 (.pytest_cache/d/rackform-wheel-deps/<key>/), keyed by the wheel's requirements, the lock
 and the Python version: a change to any of them builds it anew (and drops the old one).
-It holds no rackform: each session installs its own wheel (`pip install --no-deps`, with
+The `pulumi` extra's dependencies are in it too (an `init` repo's program requires
+rackform[pulumi]). It holds no rackform: each session installs its own wheel (`pip install --no-deps`, with
 its console script) into a fresh venv whose one `.pth` line adds the dependencies' folder.
 A file lock lets xdist workers share the build.
 """
@@ -24,7 +25,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-CACHE_FORMAT = "1"
+CACHE_FORMAT = "2"
 """Part of the key: bump it when what the cached venv holds changes."""
 PIP_TIMEOUT_S = 1200
 
@@ -73,7 +74,8 @@ def dependencies_venv(wheel: Path, lock: Path, cache_dir: Path) -> Path:
             venv.create(env_dir, with_pip=False)
             python = env_dir / "bin" / "python"
             constraints = ["-c", str(lock)] if lock.is_file() else []
-            _pip(python, "install", "-q", *constraints, str(wheel))
+            # with the `pulumi` extra: an init repo's Pulumi program asks for rackform[pulumi]
+            _pip(python, "install", "-q", *constraints, f"{wheel}[pulumi]")
             _pip(python, "uninstall", "-q", "-y", "rackform")
             (env_dir / "complete").write_text(f"{key}\n" + "\n".join(wheel_requirements(wheel)) + "\n")
     return env_dir

@@ -346,7 +346,8 @@ def test_fabric_playbook_configures_the_onyx_switch(tmp_path, onyx_root):
     assert check.returncode == 0 and untouched, check.stdout + check.stderr
     assert "+ interface ethernet 1/5 mtu 9216 force" in check.stdout
     assert (first.returncode, second.returncode) == (0, 0), first.stdout + second.stdout
-    assert "leaf-2                     : ok=1    changed=1" in first.stdout
-    assert "leaf-2                     : ok=1    changed=0" in second.stdout
+    # ok=2: the role's argument check (meta/argument_specs.yml) and the configuration task
+    assert "leaf-2                     : ok=2    changed=1" in first.stdout
+    assert "leaf-2                     : ok=2    changed=0" in second.stdout
     assert all(PASSWORD not in run.stdout + run.stderr for run in (check, first, second))
     assert "   interface ethernet 1/5 pfc-wd\n" in emulator.saved_config_path.read_text()
