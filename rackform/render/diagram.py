@@ -54,10 +54,18 @@ POWER_COLOURS = {"ok": "#15803d", "amber": "#d97706", "red": "#dc2626"}
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+_XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
+_XML_NEEDS_WORK = re.compile('[&<>"\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]')
+
+
 def xml_text(value: object) -> str:
     """Escape for element text and double-quoted attributes."""
-    text = _XML_INVALID.sub("\ufffd", str(value))
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    if type(value) in (int, float):  # most attributes are coordinates: nothing to escape
+        return str(value)
+    text = str(value)
+    if _XML_NEEDS_WORK.search(text) is None:
+        return text
+    return _XML_INVALID.sub("\ufffd", text).translate(_XML_ESCAPES)
 
 
 def fit(text: str, width_px: float, font_px: float) -> str:
@@ -77,13 +85,20 @@ def device_power_text(watts: int) -> str:
     return f"{watts} W" if watts < 1000 else kw(watts)
 
 
+_ATTRIBUTE_NAMES: dict[str, str] = {}
+"""Keyword -> SVG attribute name (`class_` -> `class`, `data_u` -> `data-u`), made once each."""
+
+
 def element(tag: str, text: str | None = None, **attrs: object) -> str:
     """One SVG element; `class_` and `data_u` style names become `class` and `data-u`."""
     parts = [tag]
     for name, value in attrs.items():
         if value is None:
             continue
-        parts.append(f'{name.rstrip("_").replace("_", "-")}="{xml_text(value)}"')
+        shown = _ATTRIBUTE_NAMES.get(name)
+        if shown is None:
+            shown = _ATTRIBUTE_NAMES[name] = name.rstrip("_").replace("_", "-")
+        parts.append(f'{shown}="{xml_text(value)}"')
     opening = " ".join(parts)
     if text is None:
         return f"<{opening}/>"
