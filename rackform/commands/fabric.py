@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rackform.fabric.check import FabricReport, check_fabric
 from rackform.fabric.check_report import json_report, text_report
-from rackform.fabric.live import OnyxLogin, SshTransport, Target, lab_transport, read_device, read_site
+from rackform.fabric.live import LiveError, OnyxLogin, SshTransport, Target, lab_transport, read_device, read_site
 from rackform.model.loader import load_site
 from rackform.model.site import Site
 from rackform.model.source import BadInput
@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read the devices at their management addresses (real hardware) when no lab is up")
     parser.add_argument("--private-key", type=Path, metavar="PATH",
                         help="SSH key for --live (default: $ANSIBLE_PRIVATE_KEY_FILE, else SSH's own); an Onyx "
-                             "password comes from $RACKFORM_SWITCH_PASSWORD, never the command line")
+                             "password comes from $RACKFORM_SWITCH_PASSWORD (or the file $RACKFORM_SWITCH_PASSWORD_FILE "
+                             "names), never the command line")
     parser.add_argument("--user",
                         help="login name for --live and Onyx switches, instead of the inventory's ansible_user")
     parser.add_argument("--endpoint", action="append", default=[], metavar="DEVICE=HOST[:PORT]",
@@ -72,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackform: {args.site}: {len(error.errors)} error(s) in the input; nothing was checked",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    report = _check(site, args, endpoints)
+    try:
+        report = _check(site, args, endpoints)
+    except LiveError as error:  # e.g. $RACKFORM_SWITCH_PASSWORD_FILE names a file that cannot be read
+        print(f"rackform: {args.site}: {error}; nothing was checked", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(json_report(report), indent=2))
     else:

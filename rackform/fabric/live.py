@@ -76,6 +76,9 @@ HOST_FILES = (ROCE_HOST_CONFIG_FILE, NCCL_CONF_FILE)
 
 SWITCH_PASSWORD_VARIABLE = "RACKFORM_SWITCH_PASSWORD"
 """Where Onyx login passwords come from; the same variable `rackform fabric apply` reads."""
+SWITCH_PASSWORD_FILE_VARIABLE = "RACKFORM_SWITCH_PASSWORD_FILE"
+"""Or a file holding it: how rackform's runs and the Pulumi provider hand the password on
+(roles/onyx_switch reads the same)."""
 
 NO_RDMA_NIC = "no RDMA NIC"
 VIRTUAL_LINK = "virtual cable (veth): no line rate"
@@ -359,7 +362,8 @@ class SshTransport:
 @dataclass(frozen=True, slots=True)
 class OnyxLogin:
     """How to log in to Onyx switches (netmiko `mellanox_mlnxos`), as `rackform fabric apply`
-    does: the password from $RACKFORM_SWITCH_PASSWORD, never from the command line; host
+    does: the password from $RACKFORM_SWITCH_PASSWORD (or the file $RACKFORM_SWITCH_PASSWORD_FILE
+    names), never from the command line; host
     keys always checked, against `known_hosts` when one is given, else the user's own
     (~/.ssh/known_hosts): an unknown or changed key refuses the login."""
 
@@ -371,8 +375,24 @@ class OnyxLogin:
     @classmethod
     def from_environment(cls, username: str, key_file: Path | None = None,
                          known_hosts: Path | None = None) -> OnyxLogin:
-        return cls(username=username, password=os.environ.get(SWITCH_PASSWORD_VARIABLE) or None,
+        return cls(username=username, password=switch_password_from_environment(),
                    key_file=key_file, known_hosts=known_hosts)
+
+
+def switch_password_from_environment() -> str | None:
+    """$RACKFORM_SWITCH_PASSWORD, else the first line of the file $RACKFORM_SWITCH_PASSWORD_FILE
+    names; None when neither is set. A named file that cannot be read is a LiveError."""
+    password = os.environ.get(SWITCH_PASSWORD_VARIABLE)
+    if password:
+        return password
+    path = os.environ.get(SWITCH_PASSWORD_FILE_VARIABLE)
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise LiveError(f"${SWITCH_PASSWORD_FILE_VARIABLE}: cannot read {path}: {error.strerror}") from None
+    return text.splitlines()[0] if text.strip() else None
 
 
 def onyx_running_config(target: Target, login: OnyxLogin) -> str:

@@ -35,7 +35,12 @@ def fabric_gate(site: str, root: Path, out: TextIO) -> tuple[bool, str]:
     from rackform.fabric.check_report import text_report
     from rackform.model.loader import load_site
 
-    report = live_fabric_report(load_site(site, root))
+    from rackform.fabric.live import LiveError
+
+    try:
+        report = live_fabric_report(load_site(site, root))
+    except LiveError as error:
+        return False, str(error)
     print(text_report(report), file=out)
     return report.ok, "" if report.ok else f"{report.links_with_mismatches()} link(s) disagree"
 

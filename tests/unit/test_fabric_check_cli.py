@@ -127,6 +127,14 @@ def test_live_reads_the_devices_as_the_inventory_user(root, monkeypatch, capsys)
     assert known_hosts.is_file()  # the devices' keys are checked against the inventory's, not ~/.ssh
 
 
+def test_an_unreadable_switch_password_file_exits_2_before_any_device_is_read(root, no_lab, monkeypatch, capsys):
+    monkeypatch.delenv("RACKFORM_SWITCH_PASSWORD", raising=False)
+    monkeypatch.setenv("RACKFORM_SWITCH_PASSWORD_FILE", str(root / "no-such-file"))
+    code, _, err = run([SITE, "--root", str(root), "--live"], capsys)
+    assert code == 2 and "RACKFORM_SWITCH_PASSWORD_FILE: cannot read" in err and "nothing was checked" in err
+    assert "Traceback" not in err
+
+
 def test_bad_design_exits_2_with_file_and_line(root, no_lab, capsys):
     site_file = root / "topologies" / "sites" / f"{SITE}.yaml"
     site_file.write_text(site_file.read_text().replace("cnp_priority: 6", "cnp_priority: nine"))

@@ -173,6 +173,26 @@ def test_onyx_password_comes_from_the_variable_the_onyx_switch_role_reads(monkey
     assert OnyxLogin.from_environment("admin").password == "from-the-environment"
 
 
+def test_the_onyx_password_may_come_from_the_file_a_run_or_the_pulumi_provider_names(tmp_path, monkeypatch):
+    from rackform.fabric.live import SWITCH_PASSWORD_FILE_VARIABLE, SWITCH_PASSWORD_VARIABLE, LiveError
+    from rackform.run.ansible import SECRET_FILE_VARIABLES
+
+    credentials = (REPO_ROOT / "stacks" / "providers" / "credentials.py").read_text()  # the Pulumi provider's side
+    assert SECRET_FILE_VARIABLES[SWITCH_PASSWORD_VARIABLE] == SWITCH_PASSWORD_FILE_VARIABLE
+    assert f'ENV_SWITCH_PASSWORD_FILE = "{SWITCH_PASSWORD_FILE_VARIABLE}"' in credentials
+    monkeypatch.delenv(SWITCH_PASSWORD_VARIABLE, raising=False)
+    secret = tmp_path / "switch-password"
+    secret.write_text("from-the-file\n")
+    monkeypatch.setenv(SWITCH_PASSWORD_FILE_VARIABLE, str(secret))
+    assert OnyxLogin.from_environment("admin").password == "from-the-file"
+    monkeypatch.setenv(SWITCH_PASSWORD_VARIABLE, "the-variable-wins")
+    assert OnyxLogin.from_environment("admin").password == "the-variable-wins"
+    monkeypatch.delenv(SWITCH_PASSWORD_VARIABLE)
+    monkeypatch.setenv(SWITCH_PASSWORD_FILE_VARIABLE, str(tmp_path / "missing"))
+    with pytest.raises(LiveError, match="cannot read"):
+        OnyxLogin.from_environment("admin")
+
+
 # --- host keys: an unknown or changed key refuses the login ------------------------------------
 
 def test_ssh_checks_host_keys_even_without_known_hosts():
