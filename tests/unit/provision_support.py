@@ -8,10 +8,10 @@ The module files import each other as `ansible_collections.rackform.site.plugins
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from collection_support import load_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE_FILE = REPO / "plugins" / "modules" / "ipmi.py"
@@ -20,22 +20,12 @@ MODULE_UTILS = ("rackform_ipmi_wire", "rackform_ipmi_ciphers", "rackform_ipmi_er
                 "rackform_ipmi_chassis")
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_ipmi_modules() -> dict:
     """{short name: module} for the module_utils and the module itself (`rackform_ipmi`: rackform.site.ipmi)."""
     from rackform.ipmi.module_utils import load  # the loader rackform itself uses: one copy in the process
 
     loaded = {name: load(name) for name in MODULE_UTILS}
-    loaded["rackform_ipmi"] = _load("rackform_ipmi_module", MODULE_FILE)
+    loaded["rackform_ipmi"] = load_plugin("rackform_ipmi_module", MODULE_FILE)
     return loaded
 
 

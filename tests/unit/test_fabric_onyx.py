@@ -11,7 +11,6 @@ registered under the collection's module_utils package, from plugins/module_util
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from collection_support import load_onyx_module
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
@@ -32,7 +32,6 @@ from rackform.render.project import build_inventory
 from rackform.render.switch_configs import onyx_config_text, switch_context
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = REPO / "plugins"
 PASSWORD = "lab-only-password-7f3a"
 PORTS = 32
 # What a lossless RoCE port of leaf-2 must run (docs/domain.md, "Onyx: the explicit DCB form"), gpu-1:fab1 on Eth1/5.
@@ -50,20 +49,8 @@ ROCE_LINES = [
 ]
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_onyx_module():
-    for name in ("rackform_onyx_lines", "rackform_onyx_session"):
-        _load(f"ansible_collections.rackform.site.plugins.module_utils.{name}", PLUGINS / "module_utils" / f"{name}.py")
-    return _load("rackform_onyx_config_module", PLUGINS / "modules" / "onyx_config.py")
+def load_onyx_config_module():
+    return load_onyx_module("onyx_config.py", "rackform_onyx_config_module")
 
 
 def onyx_lab_root(root: Path) -> Path:
@@ -101,7 +88,7 @@ class ModuleRun:
 
 
 def run_module(emulator: OnyxEmulator, context: dict, *, check: bool = False, password: str = PASSWORD) -> ModuleRun:
-    module = load_onyx_module()
+    module = load_onyx_config_module()
     args = {
         "name": "leaf-2", "host": "127.0.0.1", "port": emulator.port, "username": "admin", "password": password,
         "known_hosts": str(emulator.scanned_known_hosts()),

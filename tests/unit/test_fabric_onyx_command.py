@@ -5,35 +5,20 @@ the `onyx` group says, against the Onyx CLI emulator (a rackform stand-in, not O
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from collection_support import load_onyx_module
 from rackform.lab.onyx_emulator import OnyxEmulator
 
-PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 PASSWORD = "lab-only-password-c0de"
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def onyx_command_module():
-    for name in ("rackform_onyx_lines", "rackform_onyx_session"):
-        _load(f"ansible_collections.rackform.site.plugins.module_utils.{name}", PLUGINS / "module_utils" / f"{name}.py")
-    return _load("rackform_onyx_command_module", PLUGINS / "modules" / "onyx_command.py")
+    return load_onyx_module("onyx_command.py", "rackform_onyx_command_module")
 
 
 @pytest.fixture(scope="module")
