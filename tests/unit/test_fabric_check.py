@@ -6,12 +6,12 @@ both ends' values and the design's."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from fabric_check_support import DATA, SITE, make_root, onyx_leaf_site
 from rackform.fabric.check import FabricReport, Mismatch, check_fabric, design_speed_mismatch
 from rackform.fabric.check_ends import FabricLink, RocePath
 from rackform.fabric.check_parse import RC_MARK, SECTION_MARK
@@ -20,9 +20,6 @@ from rackform.model.loader import load_site
 from rackform.model.site import Endpoint, Site
 from rackform.model.source import Loc
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).parent / "data" / "fabric_check"
-SITE = "chktest"
 SWITCHES = ("leaf-1", "spine-1")
 HOSTS = ("node-1", "node-2")
 QOS = "file:/etc/cumulus/datapath/qos/qos_features.conf"
@@ -30,13 +27,6 @@ HOST_LINK_1, HOST_LINK_2 = "node-1:fab0 - leaf-1:swp1", "node-2:fab0 - leaf-1:sw
 UPLINK = "leaf-1:swp31 - spine-1:swp1"
 
 Edit = Callable[[str], str]
-
-
-def make_root(tmp_path: Path) -> Path:
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", tmp_path / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", tmp_path / "topologies" / "versions.yaml")
-    shutil.copytree(DATA / "site", tmp_path, dirs_exist_ok=True)
-    return tmp_path
 
 
 @pytest.fixture(scope="module")
@@ -489,14 +479,7 @@ def test_design_override_mtu_too_small_on_one_leaf(tmp_path):
 
 @pytest.fixture(scope="module")
 def onyx_site(tmp_path_factory) -> Site:
-    root = make_root(tmp_path_factory.mktemp("chktest-onyx"))
-    path = root / "topologies" / "sites" / f"{SITE}.yaml"
-    text = path.read_text().replace("switch: {role: leaf, os: cumulus", "switch: {role: leaf, os: onyx")
-    for old, new in (("leaf-1:swp1}", "leaf-1:Eth1/1}"), ("leaf-1:swp2}", "leaf-1:Eth1/2}"),
-                     ("leaf-1:swp31,", "leaf-1:Eth1/31,")):
-        text = text.replace(old, new)
-    path.write_text(text)
-    return load_site(SITE, root)
+    return onyx_leaf_site(tmp_path_factory.mktemp("chktest-onyx"))
 
 
 @pytest.fixture(scope="module")

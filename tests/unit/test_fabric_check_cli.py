@@ -6,26 +6,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from fabric_check_support import DATA, SITE, make_root
 from rackform.commands import fabric as command
 from rackform.fabric.live import SshTransport, read_cumulus, read_host
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).parent / "data" / "fabric_check"
-SITE = "chktest"
 
 
 @pytest.fixture
 def root(tmp_path) -> Path:
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", tmp_path / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", tmp_path / "topologies" / "versions.yaml")
-    shutil.copytree(DATA / "site", tmp_path, dirs_exist_ok=True)
-    return tmp_path
+    return make_root(tmp_path)
 
 
 def recorded(pfc_on_leaf: str = "[3]") -> dict:

@@ -6,20 +6,16 @@ read over netmiko and checked against the chktest design with leaf-1 running Ony
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
+from fabric_check_support import DATA, onyx_leaf_site
 from rackform.fabric.check import check_fabric
 from rackform.fabric.check_parse import LldpNeighbor
 from rackform.fabric.check_parse_switch import parse_onyx_lldp_remote
 from rackform.fabric.live import OnyxLogin, SshTransport, Target, read_cumulus, read_device, read_host
 from rackform.lab.onyx_emulator import OnyxEmulator
-from rackform.model.loader import load_site
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).parent / "data" / "fabric_check"
-SITE = "chktest"
 PASSWORD = "lab-only-password"
 ONYX_LINK_1, ONYX_LINK_2 = "node-1:fab0 - leaf-1:Eth1/1", "node-2:fab0 - leaf-1:Eth1/2"
 ONYX_UPLINK = "leaf-1:Eth1/31 - spine-1:swp1"
@@ -56,17 +52,7 @@ def test_onyx_port_id_given_as_a_mac_is_named_as_lldpcli_names_it():
 
 @pytest.fixture(scope="module")
 def onyx_site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("chktest-onyx")
-    shutil.copytree(REPO_ROOT / "topologies" / "blocks", root / "topologies" / "blocks")
-    shutil.copy(REPO_ROOT / "topologies" / "versions.yaml", root / "topologies" / "versions.yaml")
-    shutil.copytree(DATA / "site", root, dirs_exist_ok=True)
-    path = root / "topologies" / "sites" / f"{SITE}.yaml"
-    text = path.read_text().replace("switch: {role: leaf, os: cumulus", "switch: {role: leaf, os: onyx")
-    for old, new in (("leaf-1:swp1}", "leaf-1:Eth1/1}"), ("leaf-1:swp2}", "leaf-1:Eth1/2}"),
-                     ("leaf-1:swp31,", "leaf-1:Eth1/31,")):
-        text = text.replace(old, new)
-    path.write_text(text)
-    return load_site(SITE, root)
+    return onyx_leaf_site(tmp_path_factory.mktemp("chktest-onyx"))
 
 
 @pytest.fixture(scope="module")
