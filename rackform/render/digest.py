@@ -16,6 +16,11 @@ group_vars/servers/fabric.yml therefore changes the stages whose roles use that
 variable, not every stage that targets servers; a user's variable that no role
 reads changes no stage. A variable file none of whose keys the stage reads is not
 one of its inputs.
+
+Those files are read as data: from the data render wrote them from while the content still
+carries it (rackform.render.rendered_yaml: a fresh render, as `plan` and `deploy` have), else
+parsed (a file from disk or edited by hand); both give the same digest, by one definition
+(`_var_file_of`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from rackform.collection import FQCN, PROJECT_DIR, short_name
 from rackform.pipeline import STAGES
 from rackform.role_code import module_utils_imports
 from rackform.render.groups import host_groups
+from rackform.render.rendered_yaml import RenderedYaml
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -65,11 +71,24 @@ def playbook_of(stage: str) -> str:
         ) from None
 
 
+_Index = tuple[dict[str, dict[str, int]], dict[str, set[str]]]
+
+
+def _inventory_index(hosts_yml: bytes) -> _Index:
+    """(host -> its groups, group -> its hosts) of one hosts.yml."""
+    if isinstance(hosts_yml, RenderedYaml):
+        return hosts_yml.derived(_inventory_index_of)
+    return _parsed_inventory_index(hosts_yml)
+
+
 @lru_cache(maxsize=4)
-def _inventory_index(hosts_yml: bytes) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
-    """(host -> its groups, group -> its hosts) of one hosts.yml; parsed once per content."""
-    data = yaml.load(hosts_yml, Loader=_Loader) or {}
-    groups_of = host_groups(data.get("all") or {})
+def _parsed_inventory_index(hosts_yml: bytes) -> _Index:
+    """Parsed once per content."""
+    return _inventory_index_of(yaml.load(hosts_yml, Loader=_Loader))
+
+
+def _inventory_index_of(data) -> _Index:
+    groups_of = host_groups((data or {}).get("all") or {})
     hosts_of: dict[str, set[str]] = {}
     for host, groups in groups_of.items():
         for group in groups:
@@ -86,8 +105,9 @@ def _role_names(entries) -> list[str]:
     return names
 
 
-def _plays(playbook: bytes) -> tuple[list[str], set[str]]:
-    """Host patterns and role names used by a playbook's plays."""
+@lru_cache(maxsize=64)
+def _plays(playbook: bytes) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Host patterns and role names used by a playbook's plays; parsed once per content."""
     plays = yaml.load(playbook, Loader=_Loader) or []
     patterns: list[str] = []
     roles: set[str] = set()
@@ -99,10 +119,16 @@ def _plays(playbook: bytes) -> tuple[list[str], set[str]]:
             for task in play.get(key) or ():
                 for action in _ROLE_INCLUDES & set(task):
                     roles.update(_role_names([task[action]]))
-    return patterns, roles
+    return tuple(patterns), frozenset(roles)
 
 
-def _with_dependencies(roles: set[str], files: dict[str, bytes]) -> set[str]:
+@lru_cache(maxsize=256)
+def _meta_dependencies(meta: bytes) -> tuple[str, ...]:
+    """The roles a role's meta/main.yml depends on; parsed once per content."""
+    return tuple(_role_names((yaml.load(meta, Loader=_Loader) or {}).get("dependencies")))
+
+
+def _with_dependencies(roles: frozenset[str], files: dict[str, bytes]) -> set[str]:
     found: set[str] = set()
     pending = list(roles)
     while pending:
@@ -112,7 +138,7 @@ def _with_dependencies(roles: set[str], files: dict[str, bytes]) -> set[str]:
         found.add(role)
         meta = files.get(f"{_ROLES}{role}/meta/main.yml")
         if meta:
-            pending.extend(_role_names((yaml.load(meta, Loader=_Loader) or {}).get("dependencies")))
+            pending.extend(_meta_dependencies(meta))
     return found
 
 
@@ -140,7 +166,7 @@ def _plugin_files(roles: set[str], files: dict[str, bytes]) -> set[str]:
     return found
 
 
-def _targets(patterns: list[str], groups_of: dict, hosts_of: dict) -> set[str]:
+def _targets(patterns: tuple[str, ...], groups_of: dict, hosts_of: dict) -> set[str]:
     """Machines a list of host patterns can reach. Errs on the side of more:
     exclusions and intersections are read as unions, templated patterns as `all`."""
     targets: set[str] = set()
@@ -204,13 +230,27 @@ class _VarFile:
     keys: dict[str, tuple[frozenset[str], bytes]]
 
 
-@lru_cache(maxsize=65536)
 def _var_file(content: bytes) -> _VarFile | None:
-    """Parsed once per distinct content (None when it is not a mapping: then it counts whole)."""
+    """The file's keys (None when it is not a mapping: then it counts whole), from the data
+    render wrote it from when the content carries it, else parsed."""
+    if isinstance(content, RenderedYaml):
+        return content.derived(_var_file_of)
+    return _parsed_var_file(content)
+
+
+@lru_cache(maxsize=65536)
+def _parsed_var_file(content: bytes) -> _VarFile | None:
+    """Parsed once per distinct content."""
     try:
         data = yaml.load(content, Loader=_Loader)
     except yaml.YAMLError:
         return None
+    return _var_file_of(data)
+
+
+def _var_file_of(data) -> _VarFile | None:
+    """What of a variable file a digest counts, key by key: the JSON of each top-level value
+    (sorted keys; dates and other non-JSON values as their str) hashed, and the names it uses."""
     if not isinstance(data, dict):
         return None
     keys = {}
