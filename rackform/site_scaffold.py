@@ -209,6 +209,7 @@ def _rail_subnets(name: str, prefix: IPv4Network, port_counts: list[int]) -> lis
 
 
 LAB_ONLY_KEY = "lab_only"
+DATA_SETS_KEY = "data_sets"
 
 
 def _top_level_spans(text: str) -> list[tuple[str, int, int]]:
@@ -323,7 +324,11 @@ def site_text(site: Site, name: str, plan: AddressPlan) -> str:
     if isinstance(kubernetes, LineDict) and kubernetes.get("api_vip") is not None and plan.api_vip is not None:
         _rewrite(lines, kubernetes.key_loc("api_vip").line, "api_vip", kubernetes["api_vip"], plan.api_vip, shown)
     first_content = next((i for i, text in enumerate(lines) if text.strip() and not text.lstrip().startswith("#")), 0)
-    return real_site_design("\n".join([*_header(name, site.name), *lines[first_content:]]) + "\n", shown)
+    text = real_site_design("\n".join([*_header(name, site.name), *lines[first_content:]]) + "\n", shown)
+    # The source's data sets are its tenants' data (its platform file, which is not copied): a new site starts with none.
+    return _without_entries(text, shown, {DATA_SETS_KEY}, [
+        f"# {site.name}'s data sets were not copied: they belong to its tenants. Declare this site's own under",
+        "# `data_sets:` once topologies/platform/<site>.yaml names its tenants (docs/storage.md)."])
 
 
 # ---------------------------------------------------------------- the inventory

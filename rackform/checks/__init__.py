@@ -24,7 +24,7 @@ def check(fn: CheckFn) -> CheckFn:
 
 # Report order: one module per family of checks, the physical layer first.
 CHECK_MODULES = ("racks", "addresses", "inventory", "host_keys", "cabling", "topology", "roce", "switch_os",
-                 "kubernetes", "mirror", "platform", "bandwidth")
+                 "kubernetes", "mirror", "platform", "storage", "bandwidth")
 
 
 def run_checks(site: Site) -> list[Finding]:

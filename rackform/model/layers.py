@@ -31,7 +31,7 @@ from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
 DEFAULTS_FILE = Path("topologies") / "defaults.yaml"
 PROFILES_DIR = Path("topologies") / "profiles"
 EXTENDS = "extends"
-SITE_ONLY_KEYS = ("site", "description", "lab_only", "racks", "networks", "cabling")
+SITE_ONLY_KEYS = ("site", "description", "lab_only", "racks", "networks", "cabling", "data_sets")
 """A site's own inventory of things: never shared, so a shared file that sets one is refused
 (`lab_only` too: a profile must not let every site that extends it turn host key checking off)."""
 SHOWN_KEYS = ("site", "description", "power_basis", "fabric", "kubernetes", "mirror", "provisioning")

@@ -19,7 +19,9 @@ from rackform.model import layers, schema
 from rackform.model.site import (
     HOST_ROLE_BY_CATEGORY,
     SWITCH_PORT_PATTERNS,
+    DATA_SETS_ROOT,
     Cable,
+    DataSet,
     Device,
     Endpoint,
     Host,
@@ -197,6 +199,9 @@ def _check_block_shape(block: schema.BlockType, data: LineDict) -> None:
             raise SourceError(data.loc, "switch", "a switch block has a 'switch' section and no 'node' section")
     elif block.node is None or block.switch is not None:
         raise SourceError(data.loc, "node", f"a {block.category} block has a 'node' section and no 'switch' section")
+    if block.storage is not None and block.category != "storage":
+        raise SourceError(data.key_loc("storage"), "storage",
+                          f"only storage blocks serve data sets; a {block.category} block has no 'storage' section")
 
 
 # ---------------------------------------------------------------- site
@@ -285,6 +290,7 @@ def _load_site(site: str, root: Path) -> Site:
         for index, cable in enumerate(design.cabling)
     ]
 
+    data_sets = _resolve_data_sets(design, raw, hosts)
     group_vars, extra_keys, user_inventory = load_inventory(inventory, hosts, switches, unresolved, errors)
     if errors:
         raise BadInput(errors)
@@ -314,6 +320,37 @@ def _load_site(site: str, root: Path) -> Site:
         mirror=design.mirror,
         mirror_loc=raw.key_loc("mirror") if design.mirror else None,
         lab_only=design.lab_only,
+        data_sets=data_sets,
+    )
+
+
+def _resolve_data_sets(design, raw, hosts: dict[str, Host]) -> list[DataSet]:
+    """The site's `data_sets:` with their defaults filled in, each with the line that declares it.
+
+    Names are not checked here (rackform.checks.storage reports a server or client that is
+    not a fitting host of the site, at these lines)."""
+    if not design.data_sets:
+        return []
+    entries = raw["data_sets"]
+    gpu_hosts = tuple(sorted(host.name for host in hosts.values() if host.role == "gpu"))
+    return [_data_set(spec, entries.item_loc(index), entries[index], gpu_hosts)
+            for index, spec in enumerate(design.data_sets)]
+
+
+def _data_set(spec: schema.DataSet, loc: Loc, entry: LineDict, gpu_hosts: tuple[str, ...]) -> DataSet:
+    clients, client_locs = gpu_hosts, ()
+    if spec.clients is not None:
+        # sorted, and each name once (at its first line), so the rendered exports do not
+        # change with the order a person listed them in
+        listed = entry["clients"]
+        first: dict[str, Loc] = {}
+        for index, name in enumerate(spec.clients):
+            first.setdefault(name, listed.item_loc(index))
+        clients = tuple(sorted(first))
+        client_locs = tuple(first[name] for name in clients)
+    return DataSet(
+        name=spec.name, tenant=spec.tenant, size_gb=spec.size_gb, mode=spec.mode, server=spec.server,
+        path=spec.path or f"{DATA_SETS_ROOT}/{spec.name}", clients=clients, loc=loc, client_locs=client_locs,
     )
 
 
@@ -398,4 +435,5 @@ def _place_device(rack_name, placed, block, loc, raw_device, errors) -> Device |
     return Device(
         name=placed.name, block=block, rack=rack_name, position_u=placed.position_u,
         host_names=host_names, loc=loc, switch=placed.switch, roce_overrides=placed.roce_overrides,
+        storage=placed.storage,
     )

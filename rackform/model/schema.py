@@ -118,6 +118,23 @@ class SwitchSpec(Strict):
     asic: str | None = None
 
 
+class Protection(Strict):
+    """How a storage block protects data: `data_units` of every `data_units + parity_units` hold data."""
+
+    scheme: str = Field(min_length=1)
+    """For people: `erasure 8+2`, `raid6 10+2`, `mirror` (1+1) ..."""
+    data_units: PositiveInt
+    parity_units: Annotated[int, Field(ge=0)]
+
+
+class StorageSpec(Strict):
+    """What a storage block offers for data sets: its drives of `data_media`, less protection."""
+
+    data_media: list[Literal["nvme", "ssd", "hdd"]] = Field(min_length=1)
+    """The drives that hold data sets (the others cache or hold metadata)."""
+    protection: Protection
+
+
 class BlockType(Strict):
     """One building-block type of the catalog (`topologies/blocks/<name>.yaml`)."""
 
@@ -132,11 +149,22 @@ class BlockType(Strict):
     """Per-node figures; every category but `switch` has them."""
     switch: SwitchSpec | None = None
     """Switch figures; only `switch` blocks have them."""
+    storage: StorageSpec | None = None
+    """Usable capacity for data sets; only `storage` blocks have it."""
     sources: dict[str, str] = Field(min_length=1)
     """Where each figure comes from, keyed by field."""
 
 
 # ---------------------------------------------------------------- site design
+
+
+class StoragePlacement(Strict):
+    """How one storage device serves the site's data sets over NFS (docs/storage.md)."""
+
+    nfs_server: Literal["kernel", "ganesha"] = "kernel"
+    """kernel: Linux nfsd; ganesha: NFS-Ganesha in user space (the lab's: its kernel has no nfsd)."""
+    nfs_rdma: bool = True
+    """Serve NFS over RDMA too (port 20049) where the server can: kernel nfsd on RDMA NICs."""
 
 
 class SwitchPlacement(Strict):
@@ -167,6 +195,8 @@ class DevicePlacement(Strict):
     """Host names of the populated nodes; default: the device name (one node) or name-nN."""
     switch: SwitchPlacement | None = None
     roce_overrides: RoceOverrides | None = None
+    storage: StoragePlacement | None = None
+    """How a storage device serves its data sets; only storage blocks (docs/storage.md)."""
 
 
 class Rack(Strict):
@@ -288,6 +318,23 @@ class Provisioning(Strict):
     them without failing and the provision stage's hardening does not fail them."""
 
 
+class DataSet(Strict):
+    """A data set the site serves from a storage block over NFS (docs/storage.md)."""
+
+    name: Name
+    tenant: Name
+    """The owning tenant (topologies/platform/<site>.yaml): its namespace gets the claim."""
+    size_gb: PositiveInt
+    mode: Literal["ro", "rw"]
+    """ro: training data, read-only to every client; rw: a tenant's scratch."""
+    server: Name
+    """The storage host that serves it."""
+    path: str | None = Field(default=None, pattern=r"^/[^\s]*$")
+    """Folder on the server; default /srv/data-sets/<name>."""
+    clients: list[Name] | None = None
+    """The hosts that may mount it; default: the site's GPU hosts."""
+
+
 class SiteFile(Strict):
     """A site design (`topologies/sites/<site>.yaml`)."""
 
@@ -309,6 +356,7 @@ class SiteFile(Strict):
     mirror: Mirror | None = None
     """Where every node gets its packages and images (a site without one reaches its own sources)."""
     provisioning: Provisioning = Provisioning()
+    data_sets: list[DataSet] = []
 
 
 # ---------------------------------------------------------------- inventory

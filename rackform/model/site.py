@@ -21,6 +21,7 @@ from rackform.model.schema import (
     Network,
     Provisioning,
     RoceOverrides,
+    StoragePlacement,
     SwitchPlacement,
 )
 from rackform.model.source import Loc
@@ -57,6 +58,7 @@ class Device:
     loc: Loc
     switch: SwitchPlacement | None = None
     roce_overrides: RoceOverrides | None = None
+    storage: StoragePlacement | None = None
 
     @property
     def top_u(self) -> int:
@@ -68,6 +70,30 @@ class Device:
         if self.switch is not None or self.block.nodes == 1:
             return full
         return round(full * len(self.host_names) / self.block.nodes)
+
+
+DATA_SETS_ROOT = "/srv/data-sets"
+"""Where a data set's folder is on its server unless the design names a path."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataSet:
+    """A data set of the site, resolved: its server and clients are hosts of the site."""
+
+    name: str
+    tenant: str
+    size_gb: int
+    mode: str  # ro | rw
+    server: str
+    """Host name of the storage host that serves it."""
+    path: str
+    """Its folder on the server (DATA_SETS_ROOT/<name> unless the design names one)."""
+    clients: tuple[str, ...]
+    """Host names that may mount it, sorted (default: the site's GPU hosts)."""
+    loc: Loc
+    """Where the design declares it (file and line), for findings."""
+    client_locs: tuple[Loc, ...] = ()
+    """Where each name of `clients` is written, when the design lists them."""
 
 
 @dataclass(slots=True)
@@ -175,6 +201,8 @@ class Site:
     """The `mirror:` line that set the section (the site's or a shared file's)."""
     lab_only: bool = False
     """`lab_only: true` in the site file: the site is only ever `rackform lab up`'s machines."""
+    data_sets: list[DataSet] = field(default_factory=list)
+    """The data sets the storage hosts serve, in design order (docs/storage.md)."""
 
     def origin(self, key: str, fallback: Loc) -> Loc:
         """Where the setting `key` was set; `fallback` for a built-in default."""

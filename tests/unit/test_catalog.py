@@ -31,7 +31,7 @@ SEED_BLOCKS = {"hci", "compute", "flash-hybrid", "stor-xl", "vgpu", "dgx1", "dgx
 CURRENT_DGX = "dgx-h100"
 NETWORK_BLOCKS = {"sn2700", "mgmt-switch", "oob-switch"}
 
-FIGURE_FIELDS = ("rack_units", "nodes", "power", "node", "switch")
+FIGURE_FIELDS = ("rack_units", "nodes", "power", "node", "switch", "storage")
 """Top-level fields holding figures that need a source (name, vendor ... are labels)."""
 
 

@@ -57,7 +57,7 @@ def test_unknown_key_names_line_and_suggests(root: Path):
 
 
 def test_wrong_type_names_the_value(root: Path):
-    edit(root / "topologies/sites/lab.yaml", "position_u: 3}", "position_u: three}")
+    edit(root / "topologies/sites/lab.yaml", "position_u: 3,", "position_u: three,")
     (error,) = errors_of(root)
     assert "topologies/sites/lab.yaml:14: racks[r1].devices[stor-1].position_u:" in error
     assert "'three'" in error
