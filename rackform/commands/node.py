@@ -268,8 +268,12 @@ def _deploy_and_verify(site_name: str, root: Path, hosts: list[str], also: list[
         ["the leaves get the new ports" if len(also) > 1 else "", "the PXE server its reservation"]).lstrip(", ") + ")")
     runs = [converge.deploy(site_name, root, limit, private_key=private_key)]
     if os_everywhere and runs[0].ok:
-        print("os stage on every host: each one's /etc/hosts names the new node")
-        runs.append(converge.deploy(site_name, root, None, stages=["os"], private_key=private_key))
+        # The storage stage too: a new GPU node is a client of the data sets that default to
+        # every GPU host, so their servers' exports must admit it (a site without data sets
+        # reports the stage as not run).
+        print("os and storage stages on every host: each one's /etc/hosts names the new node, "
+              "the data sets' exports admit it")
+        runs.append(converge.deploy(site_name, root, None, stages=["os", "storage"], private_key=private_key))
     for deployed in runs:
         print("\n".join(deployed.lines))
         if not deployed.ok:
@@ -322,8 +326,10 @@ def _remove(args: argparse.Namespace) -> int:
     if not args.no_deploy:
         from rackform.day2 import converge
 
-        print("fabric and os stages on every machine: the leaves drop its ports, /etc/hosts its name")
-        deployed = converge.deploy(site.name, args.root, None, stages=["fabric", "os"], private_key=args.private_key)
+        print("fabric, os and storage stages on every machine: the leaves drop its ports, /etc/hosts its name, "
+              "the data sets' exports its addresses")
+        deployed = converge.deploy(site.name, args.root, None, stages=["fabric", "os", "storage"],
+                                   private_key=args.private_key)
         print("\n".join(deployed.lines))
         code = EXIT_OK if deployed.ok else EXIT_FAILED
     print(f"node remove {site.name}: {args.host} retired; its addresses {host.management_address}, "

@@ -30,6 +30,11 @@ def file_changes(site: Site, root, host: str) -> list[FileChange]:
         raise refuse(site.kubernetes_loc, "kubernetes.control_plane",
                      f"{host} is a control-plane node: take it out of kubernetes.control_plane (and the cluster) "
                      f"first; rackform does not shrink a control plane on its own")
+    served = [data_set for data_set in site.data_sets if data_set.server == host]
+    if served:
+        raise refuse(served[0].loc, f"data_sets[{served[0].name}].server",
+                     f"{host} serves data set(s) {', '.join(d.name for d in served)}: move them to another storage "
+                     f"host (their `server:`) or take them out of the design first; rackform does not move data")
     design = YamlFile.load(root / site_file(site.name))
     _remove_from_racks(design, site, host)
     cables = design.data.get("cabling") or []

@@ -47,11 +47,17 @@ PACKAGES = (
     # they come from the site mirror as the Kubernetes packages' dependencies; a lab node
     # reaches no archive, so the image carries them.
     "iptables", "ipset", "nftables", "conntrack", "ebtables", "socat",
+    # The storage stage: NFS-Ganesha on the storage node (the lab's kernel has no nfsd, so
+    # no nfs-kernel-server), the NFS client tools on the readers (libnfs's nfs-cat for verify).
+    "nfs-ganesha", "nfs-ganesha-vfs", "nfs-common", "libnfs-utils",
 )
 
 # Installed but started only where a role enables them.
 DISABLED_UNITS = ("frr.service", "dnsmasq.service", "containerd.service", "nginx.service",
-                  "docker-registry.service")
+                  "docker-registry.service",
+                  # NFS: the storage role starts Ganesha (and, as its unit wants, rpcbind);
+                  # no node runs rpcbind or the NFS client units otherwise.
+                  "nfs-ganesha.service", "rpcbind.service", "rpcbind.socket", "nfs-client.target")
 
 SSHD_DROP_IN = """\
 # rackform lab: key-only root login, no DNS lookups (the lab has no resolver),
@@ -182,8 +188,9 @@ def configure(root: Path) -> None:
     _symlink(wants / "lldpd.service", "/lib/systemd/system/lldpd.service")
     # FRR runs only on switches (their overlay enables it); dnsmasq and containerd
     # only where the provision and kubernetes stages enable them.
-    for unit in DISABLED_UNITS:
-        (wants / unit).unlink(missing_ok=True)
+    for unit in DISABLED_UNITS:  # from every target that wants it (rpcbind.socket: sockets.target)
+        for wanted_by in (root / "etc/systemd/system").glob("*.wants"):
+            (wanted_by / unit).unlink(missing_ok=True)
     for unit in MASKED_UNITS:
         _symlink(root / "etc/systemd/system" / unit, "/dev/null")
     for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):

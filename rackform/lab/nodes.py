@@ -36,9 +36,13 @@ START_TIMEOUT_S = 10.0
 
 # Folders of a node that live on the machine's filesystem, not on the node's overlayfs
 # disk, bind-mounted into the node (nspawn_command): containerd's overlayfs snapshotter
-# cannot put its layers on an overlayfs root ("failed to mount ...: invalid argument").
+# cannot put its layers on an overlayfs root ("failed to mount ...: invalid argument"), and
+# NFS-Ganesha's VFS FSAL cannot export a folder of one ("Could not get handle ... Operation
+# not supported"): the data sets' folders are the storage node's data disk.
 # Each is part of the node's disk: kept across power cycles, wiped by reimage and down.
-DATA_DIRS = {"containerd": "/var/lib/containerd"}
+DATA_DIRS = {"containerd": "/var/lib/containerd", "data-sets": "/srv/data-sets"}
+NFS_SERVER_ROLES = ("storage",)
+"""Host roles whose nodes may serve data sets with NFS-Ganesha (nspawn_command)."""
 
 SWITCH_SYSCTL = """\
 # rackform lab: a Cumulus switch routes between its ports.
@@ -333,8 +337,15 @@ def nspawn_command(spec: NodeSpec) -> list[str]:
       and nspawn's seccomp filter refuses keyctl ("unable to join session keyring: unable
       to create session key: operation not permitted"). (runc's --no-new-keyring would
       need a containerd setting in the roles; the lab node allows the calls instead.)
-    --bind of each DATA_DIRS folder: /var/lib/containerd on the machine's filesystem, since
-      containerd's overlayfs snapshotter cannot use the node's overlayfs root.
+    --system-call-filter=open_by_handle_at, storage nodes only: NFS-Ganesha's VFS FSAL opens
+      every file by its handle, and nspawn's seccomp filter refuses the call ("Operation not
+      permitted"; the client reads NFS4ERR_PERM) to containers it does not trust with it: a
+      handle opens any file of the filesystem, outside the node's folders too. A lab node is
+      no security boundary already (its root holds CAP_SYS_ADMIN); the call is still given
+      only to the nodes that serve NFS.
+    --bind of each DATA_DIRS folder: /var/lib/containerd and /srv/data-sets on the machine's
+      filesystem, since containerd's overlayfs snapshotter and Ganesha's VFS FSAL cannot use
+      the node's overlayfs root.
     Not --capability=CAP_SYS_RESOURCE (to let containers lower their oom_score_adj): the
       lab machine's processes lack it in their bounding set, so nspawn cannot pass it on;
       containerd's restrict_oom_score_adj does instead (rackform.lab.kubelet_host).
@@ -345,6 +356,7 @@ def nspawn_command(spec: NodeSpec) -> list[str]:
             "-M", spec.machine, f"--hostname={spec.name}", "--register=no", "--keep-unit",
             f"--network-namespace-path={netns_path}", "--private-network", "--link-journal=no",
             "--resolv-conf=off", "--timezone=off", "--console=passive", "--system-call-filter=@keyring",
+            *(["--system-call-filter=open_by_handle_at"] if spec.role in NFS_SERVER_ROLES else []),
             *(f"--bind={Path(spec.node_dir) / name}:{target}" for name, target in DATA_DIRS.items())]
 
 

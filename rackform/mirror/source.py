@@ -46,8 +46,10 @@ NETFILTER_TOOLS = ("iptables", "ipset", "nftables", "iproute2", "busybox-static"
 """Debian packages unpacked into the kube-proxy and kube-router images: the netfilter tools they
 call, `ip`, and busybox for the shell and the few commands (sh, cp, mv) an init container runs."""
 BUSYBOX_COMMANDS = ("sh", "cp", "mv", "cat", "ls", "mkdir", "rm")
-NODE_PACKAGES = ("conntrack", "ebtables", "ethtool", "iproute2", "iptables", "socat", "keepalived")
-"""Debian packages nodes install from the mirror: the kubelet's dependencies and the VIP's keepalived."""
+NODE_PACKAGES = ("conntrack", "ebtables", "ethtool", "iproute2", "iptables", "socat", "keepalived",
+                 "nfs-ganesha", "nfs-ganesha-vfs", "nfs-kernel-server", "nfs-common", "libnfs-utils")
+"""Debian packages nodes install from the mirror: the kubelet's dependencies, the VIP's keepalived,
+the storage stage's NFS servers (either one) and NFS client tools."""
 KUBELET_DEPENDS = ("conntrack", "ebtables", "ethtool", "iproute2", "iptables (>= 1.4.21)", "mount", "socat",
                    "util-linux", "kubernetes-cni (>= 1.2.0)")
 

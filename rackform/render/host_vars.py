@@ -82,9 +82,10 @@ def gpu_vars(host: Host) -> dict:
     }
 
 
-def host_vars(host: Host, peers: PeerIndex) -> dict:
-    """What rackform writes for a host, then the inventory's own variables of the host."""
-    own = own_host_vars(host, peers)
+def host_vars(host: Host, peers: PeerIndex, storage: dict | None = None) -> dict:
+    """What rackform writes for a host (with its `storage` variables, rackform.render.storage_vars),
+    then the inventory's own variables of the host."""
+    own = {**own_host_vars(host, peers), **(storage or {})}
     return {**own, **host.user_vars} if host.user_vars else own
 
 

@@ -14,7 +14,7 @@ import jinja2
 
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
-from rackform.pipeline import STAGES
+from rackform.pipeline import STAGES, stage_not_applicable
 from rackform.render.assets import project_templates
 from rackform.render.groups import SERVER_GROUPS
 from rackform.render.known_hosts import KNOWN_HOSTS_FILE, host_key_checking
@@ -49,10 +49,12 @@ def _template(name: str) -> jinja2.Template:
 def playbook_files(site: Site) -> dict[str, str]:
     files = {VALIDATE_PLAYBOOK: _template(f"playbooks/{VALIDATE_PLAYBOOK}.j2").render(site_name=site.name)}
     for stage in STAGES:
-        if stage.playbook is not None:
+        if stage.playbook is not None and stage_not_applicable(site, stage.name) is None:
             files[stage.playbook] = _template(f"playbooks/{stage.playbook}.j2").render(
                 site_name=site.name, stage=stage, provisioning=site.provisioning)
-    files[SITE_PLAYBOOK] = _template(f"playbooks/{SITE_PLAYBOOK}.j2").render(site_name=site.name, stages=STAGES)
+    left_out = {stage.name: stage_not_applicable(site, stage.name) for stage in STAGES}
+    files[SITE_PLAYBOOK] = _template(f"playbooks/{SITE_PLAYBOOK}.j2").render(site_name=site.name, stages=STAGES,
+                                                                            left_out=left_out)
     for playbook in MAINTENANCE_PLAYBOOKS:
         files[playbook] = _template(f"playbooks/{playbook}.j2").render(site_name=site.name)
     return files

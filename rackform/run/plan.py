@@ -90,7 +90,7 @@ def block_unavailable(plan: SitePlan, project_dir: Path) -> SitePlan:
     """Stages that would run but cannot from here become `blocked`, with the reason."""
     from rackform.run.stages import unavailable_stages
 
-    reasons = unavailable_stages(plan.to_run, project_dir)
+    reasons = unavailable_stages(plan.to_run, project_dir, files=plan.rendered)
     for stage in plan.stages:
         if stage.stage in reasons:
             stage.reason = f"{stage.status}, but {reasons[stage.stage].removeprefix('not run: ')}"

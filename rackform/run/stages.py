@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.checks import Finding
-from rackform.pipeline import build_dir, load_and_check, stage_fingerprints
+from rackform.pipeline import NOT_APPLICABLE, STAGES, build_dir, load_and_check, stage_fingerprints
 from rackform.render.writer import WriteResult
 from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
@@ -103,7 +103,8 @@ def run_stages(
         rendered = write_project(files, project_dir)
         if say is not None:
             say(_render_line(site.name, project_dir, rendered))
-        steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir, check=check))
+        steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir, check=check,
+                                                                                  files=files))
         wanted = {step.name for step in steps if step.not_run is None}
         env = stage_environment(site, wanted, private_key=private_key, given=envvars, say=say)
         report = deploy(
@@ -125,17 +126,23 @@ def _render_line(site: str, project_dir: Path, rendered: WriteResult) -> str:
             f"{len(rendered.removed)} removed)")
 
 
-def unavailable_stages(stages: Sequence[str] | None, project_dir: Path, *, check: bool = False) -> dict[str, str]:
-    """Stage -> why it cannot run from here (only the platform stage can be unavailable).
+def unavailable_stages(stages: Sequence[str] | None, project_dir: Path, *, check: bool = False,
+                       files: Mapping[str, bytes] | None = None) -> dict[str, str]:
+    """Stage -> why it cannot run from here: a stage the site gives nothing to do (its playbook
+    is not in the rendered `files`, or else not in `project_dir`: rackform.pipeline.NOT_APPLICABLE),
+    and the platform without a cluster.
 
     A run that bootstraps the cluster first (the kubernetes stage, for real) fetches the
     kubeconfig the platform needs: its absence now is no reason; every other one is.
     """
+    reasons = {stage.name: f"not run: {NOT_APPLICABLE[stage.name]}" for stage in STAGES
+               if stage.name in NOT_APPLICABLE and (stages is None or stage.name in stages)
+               and not (stage.playbook in files if files is not None else (project_dir / stage.playbook).exists())}
     if stages is not None and PLATFORM_STAGE not in stages:
-        return {}
+        return reasons
     bootstraps = not check and (stages is None or KUBERNETES_STAGE in stages)
     reason = platform_unavailable(project_dir, kubeconfig_to_come=bootstraps)
-    return {PLATFORM_STAGE: f"not run: {reason}"} if reason else {}
+    return {**reasons, PLATFORM_STAGE: f"not run: {reason}"} if reason else reasons
 
 
 def platform_unavailable(project_dir: Path, *, kubeconfig_to_come: bool = False) -> str | None:

@@ -55,6 +55,8 @@ def stage_chain(
     for stage in STAGES:
         if stage.playbook is None and (platform is None or not previous or not isinstance(previous[-1], Playbook)):
             continue
+        if stage.playbook is not None and stage.name not in digests:
+            continue  # a stage the site gives nothing to do (rackform.pipeline.stage_not_applicable)
         args = PlaybookArgs(site=site_name, stage=stage.name, root=root, digest=digests[stage.name],
                             left_out=lost, last=stage.name == last)
         after = [*previous, *(waits or {}).get(stage.name, ())]

@@ -4,7 +4,8 @@
   own name and addresses (10.99.x) keep it apart from the shipped `lab` site.
 - `shipped_lab`: the shipped `lab` site itself (a real Kubernetes cluster once deployed),
   brought up once per session from freshly imaged nodes: test_deploy_lab deploys it and
-  leaves it converged, test_kubernetes_lab works on the cluster that deploy made. Its
+  leaves it converged, test_storage_lab reads its data sets, test_kubernetes_lab works on the
+  cluster that deploy made. Its
   site mirror's bundle is built first (from the cache when nothing changed).
 """
 
@@ -42,7 +43,7 @@ serial: LABTEST-LEAF-1
 
 # Modules that share the shipped lab run one after the other, in this order, so the cluster
 # is not left idling (and taking CPU) while unrelated lab tests run.
-SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_kubernetes_lab.py", "test_platform_lab.py")
+SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_storage_lab.py", "test_kubernetes_lab.py", "test_platform_lab.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+from pathlib import Path
 
 import pytest
 
@@ -71,11 +72,27 @@ def test_a_switch_is_not_a_node_to_remove(site_root, capsys):
     assert "it is a switch" in capsys.readouterr().err
 
 
+def test_a_storage_node_serving_data_sets_is_refused_naming_them(site_root, capsys):
+    before = snapshot(site_root)
+    assert main(["node", "remove", "lab", "stor-1", "--root", str(site_root)]) == 2
+    err = capsys.readouterr().err
+    assert "stor-1 serves data set(s) imagenet-mini, research-scratch: move them" in err
+    assert "topologies/sites/lab.yaml:" in err and snapshot(site_root) == before
+
+
+def _without_data_sets(site_root: Path) -> None:
+    design = site_root / "topologies" / "sites" / "lab.yaml"
+    text = design.read_text()
+    start = text.index("\ndata_sets:\n")
+    design.write_text(text[:start] + text[text.index("\n\n", start + 1):])
+
+
 def test_remove_dry_run_prints_the_diff_and_writes_nothing(site_root, capsys):
+    _without_data_sets(site_root)
     before = snapshot(site_root)
     assert main(["node", "remove", "lab", "stor-1", "--root", str(site_root), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "-      - {name: stor-1, block: stor-xl, position_u: 3}\n" in out
+    assert "-      - {name: stor-1, block: stor-xl, position_u: 3, storage: {nfs_server: ganesha}}" in out
     assert "--- a/inventories/lab/host_vars/stor-1.yml\n+++ /dev/null\n" in out
     assert "dry run: stor-1 would be drained, powered off and removed; nothing was changed" in out
     assert snapshot(site_root) == before

@@ -308,8 +308,8 @@ def test_stage_order_comes_from_stages(monkeypatch):
 
 @pytest.mark.parametrize(
     ("stage", "label"),
-    [("validate", "validate"), ("provision", "provision 1/6"), ("os", "os 3/6"), ("platform", "platform 5/6"),
-     ("verify", "verify 6/6")],
+    [("validate", "validate"), ("provision", "provision 1/7"), ("os", "os 3/7"), ("storage", "storage 4/7"),
+     ("platform", "platform 6/7"), ("verify", "verify 7/7")],
 )
 def test_labels_number_the_stages(stage: str, label: str):
     assert {step.name: step.label for step in plan_steps()}[stage] == label
@@ -318,7 +318,7 @@ def test_labels_number_the_stages(stage: str, label: str):
 def test_an_unavailable_stage_is_planned_not_run_with_its_reason_and_not_numbered():
     steps = plan_steps(unavailable={"platform": "not run: no kubeconfig"})
     assert [(s.name, s.label, s.not_run) for s in steps[-2:]] == [
-        ("platform", "platform", "not run: no kubeconfig"), ("verify", "verify 5/5", None)]
+        ("platform", "platform", "not run: no kubeconfig"), ("verify", "verify 6/6", None)]
 
 
 def test_labels_count_only_the_chosen_stages():
@@ -328,11 +328,11 @@ def test_labels_count_only_the_chosen_stages():
 def test_check_mode_leaves_verify_out_saying_why():
     steps = plan_steps(check=True)
     assert [(s.name, s.label, s.not_run) for s in steps[-2:]] == [
-        ("platform", "platform 5/5", None), ("verify", "verify", NOT_IN_CHECK_MODE)]
+        ("platform", "platform 6/6", None), ("verify", "verify", NOT_IN_CHECK_MODE)]
 
 
 def test_check_mode_numbers_only_the_stages_it_runs():
-    assert {step.name: step.label for step in plan_steps(check=True)}["os"] == "os 3/5"
+    assert {step.name: step.label for step in plan_steps(check=True)}["os"] == "os 3/6"
 
 
 def test_check_mode_runs_verify_when_asked_for():
@@ -758,7 +758,23 @@ def test_deploy_passes_check_and_limit_on(root: Path, fake_runner, argv, expecte
 def test_deploy_check_runs_every_stage_but_verify(root: Path, fake_runner):
     runner = fake_runner(ALL_OK)
     cli.main(["deploy", "lab", "--root", str(root), "--check"])
-    assert runner.playbooks == ["validate.yml", "provision.yml", "fabric.yml", "os.yml", "kubernetes.yml"]
+    assert runner.playbooks == ["validate.yml", "provision.yml", "fabric.yml", "os.yml", "storage.yml",
+                              "kubernetes.yml"]
+
+
+def test_a_site_without_data_sets_runs_no_storage_stage_and_says_why(root: Path, fake_runner, capsys):
+    runner = fake_runner(ALL_OK)
+    cli.main(["deploy", "edge", "--root", str(root), "--check"])
+    assert "storage.yml" not in runner.playbooks and "kubernetes.yml" in runner.playbooks
+    assert not (root / "build" / "edge" / "storage.yml").exists()
+    assert "not run: the site serves no data sets" in capsys.readouterr().out
+
+
+def test_the_storage_stage_of_a_site_without_data_sets_is_not_run_when_chosen(root: Path, fake_runner, capsys):
+    runner = fake_runner(ALL_OK)
+    cli.main(["deploy", "edge", "--root", str(root), "--stage", "storage"])
+    assert runner.playbooks == ["validate.yml"]
+    assert "not run: the site serves no data sets" in capsys.readouterr().out
 
 
 def test_deploy_runs_only_the_chosen_stages(root: Path, fake_runner):

@@ -30,7 +30,7 @@ from components.site import NO_CLUSTER_KUBECONFIG, SiteCluster, SiteClusterArgs 
 
 from rackform.checks.findings import Finding  # noqa: E402
 from rackform.model.source import Loc  # noqa: E402
-from rackform.pipeline import STAGES, DesignRejected, load_and_check  # noqa: E402
+from rackform.pipeline import STAGES, DesignRejected, load_and_check, stage_not_applicable  # noqa: E402
 
 PLAYBOOK_TYPE = "pulumi-python:dynamic/rackform:Playbook"
 PLATFORM_TYPE = "rackform:index:GpuPlatform"
@@ -44,6 +44,11 @@ SITES_WITH_STACKS = [
     for site in ("lab", "reference", "campus")
 ]
 FAKE_DIGESTS = {stage.name: f"sha256:{stage.name}" for stage in STAGES}
+
+
+def fake_digests(site) -> dict[str, str]:
+    """FAKE_DIGESTS of the stages the site has (a site without data sets has no storage stage)."""
+    return {name: digest for name, digest in FAKE_DIGESTS.items() if stage_not_applicable(site, name) is None}
 
 
 @dataclass
@@ -134,7 +139,7 @@ def build_site(site_name: str) -> Built:
 
     @pulumi.runtime.test
     def program():
-        built.cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(REPO), stage_digests=FAKE_DIGESTS))
+        built.cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(REPO), stage_digests=fake_digests(site)))
         components = {**built.cluster.blocks, **built.cluster.switch_groups}
         watched = ("hosts", "rack", "position_u", "power_w", "bmc_addresses", "gpu_count", "switches", "asns")
         resolved = {
@@ -231,7 +236,9 @@ def test_every_switch_is_in_exactly_one_group(built: Built):
 def test_stages_run_in_pipeline_order(built: Built):
     """Every stage is a Playbook, the platform's too (inside its GpuPlatform)."""
     playbooks = built.monitor.by_type(PLAYBOOK_TYPE)
-    assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in STAGES]
+    site, _warnings = load_and_check(built.site, REPO)
+    assert [r.inputs["stage"] for r in playbooks] == [stage.name for stage in STAGES
+                                                      if stage_not_applicable(site, stage.name) is None]
 
 
 def namespaces_of(built: Built) -> set[str]:
@@ -284,6 +291,7 @@ def test_lab_component_tree(lab: Built):
         ("Playbook", "lab-kubernetes"),
         ("Playbook", "lab-os"),
         ("Playbook", "lab-provision"),
+        ("Playbook", "lab-storage"),
         ("Playbook", "lab-verify"),
         ("StorageBlock", "lab-stor-1"),
         ("SwitchGroup", "lab-compute-leaf-r1"),
@@ -300,6 +308,17 @@ def test_lab_platform_is_a_component_around_the_platform_playbook(lab: Built):
 
 def test_stack_lists_every_stage_including_the_platform(lab: Built):
     assert list(lab.cluster.stage_resources) == [stage.name for stage in STAGES]
+
+
+def test_the_storage_stage_runs_between_os_and_the_bootstrap(lab: Built):
+    assert lab.monitor.named("lab-storage").dependencies == ["lab-os"]
+    assert lab.monitor.named("lab-kubernetes").dependencies == ["lab-storage"]
+
+
+def test_a_site_without_data_sets_has_no_storage_stage_resource():
+    edge = build_site("edge")
+    assert "storage" not in edge.cluster.stage_resources
+    assert edge.monitor.named("edge-kubernetes").dependencies == ["edge-os"]
 
 
 def test_kubernetes_stage_marks_its_kubeconfig_secret(lab: Built):
