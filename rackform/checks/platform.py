@@ -11,7 +11,7 @@ from rackform.checks import check
 from rackform.checks.findings import Finding
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import Conflict, conflicts, load_matrix
-from rackform.model.site import Site
+from rackform.model.site import Host, Site
 from rackform.model.source import Loc, SourceError
 
 
@@ -72,3 +72,33 @@ def platform_tenants(site: Site) -> Iterator[Finding]:
         yield Finding("platform_tenants", "warning", design.releases_loc or design.loc or site.loc, "platform.releases",
                       "Kueue is not installed: the tenants get their GPU quota ceilings but no queues, no borrowing "
                       "and no fair share")
+
+
+def all_flash(host: Host) -> bool:
+    """A storage host with drives, none of them HDD: the flash tier, whose use is block volumes."""
+    node = host.block.node
+    return node is not None and bool(node.drives) and all(drives.media != "hdd" for drives in node.drives)
+
+
+@check
+def platform_storage_classes(site: Site) -> Iterator[Finding]:
+    """All-flash storage hosts with no StorageClass to carve volumes from them: a warning per host.
+
+    Their data sets are served over NFS like any other (static volumes, no class); what has no
+    class is NVMe-oF block volumes, which need a CSI driver rackform does not install or choose.
+    """
+    if site.kubernetes is None:
+        return
+    try:
+        design = load_platform(site)
+    except SourceError:
+        return  # platform_versions reports it
+    if design.storage_classes:
+        return
+    for host in sorted(site.hosts_in_role("storage"), key=lambda h: h.name):
+        if all_flash(host):
+            yield Finding("platform_storage_classes", "warning", host.loc, "platform.storage_classes",
+                          f"{host.name} is all-flash ({host.block.name}) but the platform design names no "
+                          f"StorageClass: NVMe-oF volumes from it need a CSI driver the design must name "
+                          f"(storage_classes: name, provisioner, parameters in topologies/platform/{site.name}.yaml); "
+                          f"its NFS data sets need none")

@@ -14,19 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
+from rackform.k8s.data_sets import claim_protection, tenant_data_set_manifests
 from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_values, sharing_manifests
 from rackform.k8s.platform import PlatformDesign, Tenant
 from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
 from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
 from rackform.k8s.versions import Matrix
-from rackform.model.site import Host, Site
+from rackform.model.site import Site
 
 Manifest = dict[str, Any]
 DASHBOARD_LABEL = "grafana_dashboard"
-NFS_PROVISIONER = "nfs.csi.k8s.io"
-"""csi-driver-nfs (kubernetes-csi); installed with the storage stack, not by this module."""
-NVMEOF_PROVISIONER = "nvmeof.csi.k8s.io"
-"""Placeholder name for an NVMe-oF CSI driver (estimate: the seed names no driver)."""
 PLATFORM_COMPONENTS = ("kube_prometheus_stack", "network_operator", "gpu_operator", "training_operator", "kueue")
 """Helm releases the platform installs, in install order; Calico belongs to the bootstrap. A site's
 platform file may install fewer (`releases:`)."""
@@ -118,6 +115,11 @@ POD_SECURITY_REASON = "rackform.io/pod-security-reason"
 WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 READ_VERBS = ("get", "list", "watch")
 TENANT_WORKLOADS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Claims too: a tenant's own, of a class the site names (`storage_classes:`). Its data sets'
+    # claims are the platform's: a deleted one would leave its Retain volume Released, bound to
+    # the old claim's uid, and the claim the next apply makes Pending. RBAC cannot tell them
+    # apart by label, so an admission policy refuses that delete (rackform.k8s.data_sets
+    # claim_protection).
     ("", ("pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward", "services", "endpoints",
           "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts")),
     ("apps", ("deployments", "statefulsets", "replicasets")),
@@ -217,34 +219,28 @@ def tenant_attachments(site: Site, design: PlatformDesign, tenant: Tenant, matri
 # ------------------------------------------------------------------ storage
 
 
-def _all_flash(host: Host) -> bool:
-    node = host.block.node
-    return node is not None and all(drives.media != "hdd" for drives in node.drives)
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
-def storage_classes(site: Site, design: PlatformDesign) -> list[Manifest]:
-    """NFS for models from each capacity (HDD-bearing) storage host; NVMe-oF from each all-flash one.
-
-    The first NFS class is the cluster default: models and datasets are where jobs read from.
-    """
-    classes: list[Manifest] = []
-    for host in sorted(site.hosts_in_role("storage"), key=lambda h: h.name):
-        server = str(host.management_address or host.name)
-        if _all_flash(host):
-            classes.append({
-                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": _meta(f"nvmeof-{host.name}"),
-                "provisioner": NVMEOF_PROVISIONER, "parameters": {"targetAddress": server, "transport": "rdma"},
-                "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True,
-            })
-        else:
-            classes.append({
-                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": _meta(f"models-nfs-{host.name}"),
-                "provisioner": NFS_PROVISIONER, "parameters": {"server": server, "share": design.nfs_export},
-                "reclaimPolicy": "Retain", "volumeBindingMode": "Immediate", "mountOptions": ["nfsvers=4.1", "hard"],
-            })
-    nfs = [c for c in classes if c["provisioner"] == NFS_PROVISIONER]
-    if nfs:
-        nfs[0]["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+def storage_classes(design: PlatformDesign) -> list[Manifest]:
+    """The StorageClasses the design names (`storage_classes:`), for provisioners the site
+    installs itself; none otherwise. rackform names no provisioner of its own: a class for a
+    driver nobody installed would leave every claim of it Pending. The data sets' volumes need
+    no class (rackform.k8s.data_sets); rackform.checks.platform warns about all-flash storage
+    hosts with no class to carve volumes from them."""
+    classes = []
+    for chosen in design.storage_classes:
+        metadata = _meta(chosen.name)
+        if chosen.default:
+            metadata["annotations"] = {DEFAULT_CLASS_ANNOTATION: "true"}
+        storage_class: Manifest = {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": metadata,
+            "provisioner": chosen.provisioner, "reclaimPolicy": chosen.reclaim_policy,
+            "volumeBindingMode": chosen.volume_binding_mode,
+        }
+        if chosen.parameters:
+            storage_class["parameters"] = dict(chosen.parameters)
+        classes.append(storage_class)
     return classes
 
 
@@ -399,14 +395,21 @@ def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> li
     installed = installed_components(design)
     component_namespaces = [component_namespace(name, matrix) for name in installed]
     total_gpus = site_gpus(site)
+    names = {tenant.name for tenant in design.tenants}
+    # Each tenant's data sets after its namespace: a volume, then the claim in the namespace.
     tenants = [manifest for tenant in design.tenants
-               for manifest in tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus)]
+               for manifest in (*tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus),
+                                *tenant_data_set_manifests(site, tenant.name, names))]
     monitoring = [gpu_dashboard(matrix.components["kube_prometheus_stack"].namespace)] \
         if "kube_prometheus_stack" in installed else []
     gpu_namespace = matrix.components["gpu_operator"].namespace
     sharing = [*sharing_manifests(design.gpu_sharing, gpu_namespace), dcgm_metrics(gpu_namespace)] \
         if "gpu_operator" in installed else []
-    return [*component_namespaces, *storage_classes(site, design), *monitoring, *sharing, *tenants]
+    # Cluster-scoped, so in a file of its own before the tenants' files. Within the one apply,
+    # kustomize's kind order still puts the claims first: the first apply leaves them unprotected
+    # for the seconds until the API server has loaded the policy.
+    protection = claim_protection(site, names)
+    return [*component_namespaces, *storage_classes(design), *protection, *monitoring, *sharing, *tenants]
 
 
 def after_release_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:

@@ -5,7 +5,6 @@ The site schema has no tenants or platform choices, so they live in their own fi
     platform:
       network: rdma_shared | sriov     # how the Network Operator exposes the RoCE NICs
       versions: {gpu_operator: v24.9.1} # overrides of topologies/versions.yaml defaults
-      nfs_export: /export/models
       helm_repositories: {nvidia: https://helm-mirror.example.com/nvidia}  # the site's Helm mirror
       releases: [kueue]                 # the Helm releases this site installs (default: all)
       tenants:
@@ -14,8 +13,16 @@ The site schema has no tenants or platform choices, so they live in their own fi
           borrow: 8                     # GPUs over the guarantee it may borrow while others idle (default: any)
           admins: [alice]
           pod_security: {level: baseline, reason: "..."}   # an exception to `restricted`, with why
+      storage_classes:                  # for a provisioner (CSI driver) the site installs; default none
+        - name: nvme-fast
+          provisioner: csi.example.com  # the driver's name, as its CSIDriver object has it
+          parameters: {transport: rdma} # passed to the driver as they are
+          reclaim_policy: Delete        # or Retain (default Delete)
+          volume_binding_mode: WaitForFirstConsumer   # (the default) or Immediate
+          default: false                # the cluster's default class (at most one)
 
-A site without the file gets the defaults and no tenants.
+A site without the file gets the defaults and no tenants. The data sets' volumes need no
+class: they are static (rackform/k8s/data_sets.py).
 """
 
 from __future__ import annotations
@@ -30,8 +37,20 @@ from rackform.model.source import LineDict, LineList, Loc, SourceError, display_
 
 NETWORK_MODES = ("rdma_shared", "sriov")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-KNOWN_KEYS = {"network", "versions", "nfs_export", "helm_repositories", "releases", "tenants", "gpu_sharing"}
+KNOWN_KEYS = {"network", "versions", "helm_repositories", "releases", "tenants", "gpu_sharing", "storage_classes"}
 TENANT_KEYS = {"name", "gpus", "borrow", "admins", "pod_security"}
+REMOVED_KEYS = {
+    "nfs_export": "removed: it fed a `models-nfs-*` StorageClass for csi-driver-nfs, which rackform never installed; "
+                  "serve the folder as a data set (`data_sets:` in the site file: a volume and a claim in the tenant's "
+                  "namespace, docs/storage.md), or name a provisioner the site installs under `storage_classes:`",
+}
+"""Keys a platform file may no longer have -> what to write instead."""
+STORAGE_CLASS_KEYS = {"name", "provisioner", "parameters", "reclaim_policy", "volume_binding_mode", "default"}
+RECLAIM_POLICIES = ("Delete", "Retain")
+BINDING_MODES = ("WaitForFirstConsumer", "Immediate")
+CSI_DRIVER_NAME = re.compile(r"^[a-z0-9A-Z]([-a-z0-9A-Z.]{0,61}[a-z0-9A-Z])?$")
+"""A CSI driver's name: 63 characters at most, alphanumerics at both ends, `-` and `.` between
+(doc: Kubernetes CSIDriver object, as recalled)."""
 POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
 """Pod Security Standards levels, strictest first (doc: Kubernetes Pod Security Standards)."""
 DEFAULT_POD_SECURITY = "restricted"
@@ -55,11 +74,23 @@ class Tenant:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageClass:
+    """A StorageClass the design names, for a provisioner the site installs itself."""
+
+    name: str
+    provisioner: str
+    loc: Loc
+    parameters: dict[str, str] = field(default_factory=dict)
+    reclaim_policy: str = "Delete"
+    volume_binding_mode: str = "WaitForFirstConsumer"
+    default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PlatformDesign:
     network: str = "rdma_shared"
     versions: dict[str, str] = field(default_factory=dict)
     version_locs: dict[str, Loc] = field(default_factory=dict)
-    nfs_export: str = "/export/models"
     helm_repositories: dict[str, str] = field(default_factory=dict)
     """Chart repository alias (the `nvidia` of `nvidia/gpu-operator`) -> the site's mirror URL."""
     releases: tuple[str, ...] | None = None
@@ -68,6 +99,9 @@ class PlatformDesign:
     tenants: tuple[Tenant, ...] = ()
     gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
     """How each GPU block's GPUs are shared (MIG or time-slicing; whole GPUs by default)."""
+    storage_classes: tuple[StorageClass, ...] = ()
+    """StorageClasses for provisioners the design names; none by default (the data sets' volumes are static)."""
+    storage_classes_loc: Loc | None = None
     loc: Loc | None = None
     """The file's `platform:` line; None when the site has no platform file."""
 
@@ -87,6 +121,9 @@ def load_platform(site: Site) -> PlatformDesign:
     block = data.get("platform") if isinstance(data, LineDict) else None
     if not isinstance(block, LineDict):
         raise SourceError(Loc(shown, 1), "platform", "expected a mapping under `platform:`")
+    removed = sorted(set(block) & set(REMOVED_KEYS))
+    if removed:
+        raise SourceError(block.key_loc(removed[0]), f"platform.{removed[0]}", REMOVED_KEYS[removed[0]])
     unknown = sorted(set(block) - KNOWN_KEYS)
     if unknown:
         raise SourceError(block.key_loc(unknown[0]), f"platform.{unknown[0]}",
@@ -109,13 +146,72 @@ def load_platform(site: Site) -> PlatformDesign:
         network=network,
         versions={str(k): str(v) for k, v in versions.items()},
         version_locs={str(k): versions.key_loc(k) for k in versions},
-        nfs_export=str(block.get("nfs_export", "/export/models")),
         helm_repositories=repositories,
         releases=None if releases is None else tuple(str(r) for r in releases),
         releases_loc=block.key_loc("releases") if releases is not None else None,
         tenants=tuple(_tenant(tenants, index) for index in range(len(tenants))),
         gpu_sharing=parse_gpu_sharing(block.get("gpu_sharing"), site, block.key_loc("gpu_sharing")),
+        storage_classes=_storage_classes(block),
+        storage_classes_loc=block.key_loc("storage_classes") if "storage_classes" in block else None,
         loc=data.key_loc("platform"),
+    )
+
+
+def _storage_classes(block: LineDict) -> tuple[StorageClass, ...]:
+    entries = block.get("storage_classes") or LineList()
+    if not isinstance(entries, LineList):
+        raise SourceError(block.key_loc("storage_classes"), "platform.storage_classes",
+                          "expected a list of {name, provisioner, parameters}")
+    classes = tuple(_storage_class(entries, index) for index in range(len(entries)))
+    seen: set[str] = set()
+    for index, storage_class in enumerate(classes):
+        if storage_class.name in seen:
+            raise SourceError(storage_class.loc, f"platform.storage_classes[{index}].name",
+                              f"'{storage_class.name}' is named twice: a StorageClass name is unique in the cluster")
+        seen.add(storage_class.name)
+    defaults = [c for c in classes if c.default]
+    if len(defaults) > 1:
+        raise SourceError(defaults[1].loc, "platform.storage_classes",
+                          f"{', '.join(c.name for c in defaults)} are all `default: true`: a cluster has one default class")
+    return classes
+
+
+def _storage_class(entries: LineList, index: int) -> StorageClass:
+    entry, loc, key = entries[index], entries.item_loc(index), f"platform.storage_classes[{index}]"
+    if not isinstance(entry, LineDict) or "name" not in entry or "provisioner" not in entry:
+        raise SourceError(loc, key, "expected a mapping with name and provisioner (and parameters)")
+    unknown = sorted(set(entry) - STORAGE_CLASS_KEYS)
+    if unknown:
+        raise SourceError(entry.key_loc(unknown[0]), f"{key}.{unknown[0]}",
+                          f"unknown key; expected one of {', '.join(sorted(STORAGE_CLASS_KEYS))}")
+    name, provisioner = str(entry["name"]), str(entry["provisioner"])
+    if not DNS_LABEL.match(name):
+        raise SourceError(entry.key_loc("name"), f"{key}.name", f"'{name}' is not a StorageClass name (lower-case DNS label)")
+    if not CSI_DRIVER_NAME.match(provisioner):
+        raise SourceError(entry.key_loc("provisioner"), f"{key}.provisioner",
+                          f"'{provisioner}' is not a provisioner name: expected the CSI driver's name, e.g. "
+                          f"nfs.csi.k8s.io (63 characters at most: letters, digits, '-' and '.')")
+    parameters = entry.get("parameters") or LineDict()
+    if not isinstance(parameters, LineDict):
+        raise SourceError(entry.key_loc("parameters"), f"{key}.parameters", "expected a mapping name: value")
+    for name_, value in parameters.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise SourceError(parameters.key_loc(name_), f"{key}.parameters.{name_}",
+                              f"{value!r}: a StorageClass parameter is a string: quote it")
+    choices = {"reclaim_policy": RECLAIM_POLICIES, "volume_binding_mode": BINDING_MODES}
+    for field_name, allowed in choices.items():
+        if field_name in entry and entry[field_name] not in allowed:
+            raise SourceError(entry.key_loc(field_name), f"{key}.{field_name}",
+                              f"{entry[field_name]!r}: expected one of {', '.join(allowed)}")
+    default = entry.get("default", False)
+    if not isinstance(default, bool):
+        raise SourceError(entry.key_loc("default"), f"{key}.default", f"{default!r}: expected true or false")
+    return StorageClass(
+        name=name, provisioner=provisioner, loc=loc,
+        parameters={str(k): str(v) for k, v in parameters.items()},
+        reclaim_policy=str(entry.get("reclaim_policy", RECLAIM_POLICIES[0])),
+        volume_binding_mode=str(entry.get("volume_binding_mode", BINDING_MODES[0])),
+        default=default,
     )
 
 

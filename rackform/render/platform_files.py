@@ -2,9 +2,11 @@
 
     platform/manifests/kustomization.yaml     resources, in apply order (kubectl apply -k, Argo CD, Flux)
     platform/manifests/namespaces.yaml        the operators' namespaces
-    platform/manifests/storage-classes.yaml
+    platform/manifests/storage-classes.yaml   the classes the platform design names (storage_classes:), if any
+    platform/manifests/admission-policies.yaml  with data sets: the policy keeping their claims the platform's
     platform/manifests/dashboards.yaml        Grafana dashboards (ConfigMaps the sidecar picks up)
-    platform/manifests/tenant-<name>.yaml     namespace, GPU quota, admin RBAC, default deny, RDMA attachments
+    platform/manifests/tenant-<name>.yaml     namespace, GPU quota, admin RBAC, default deny, RDMA attachments,
+                                              each of its data sets' PersistentVolume and claim
     platform/after-releases/kustomization.yaml  objects of the releases' own kinds (Kueue queues), applied last
     platform/after-releases/queues.yaml       the GPU flavor, each tenant's ClusterQueue and LocalQueue, the idle pool
     platform/helm/releases.yaml               release names in install order
@@ -21,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackform.k8s.cni import matrix_root
+from rackform.k8s.data_sets import TENANT_LABEL
 from rackform.k8s.manifests import (
     DASHBOARD_LABEL,
     HelmRelease,
@@ -46,12 +49,14 @@ RELEASE_FILE = "release.yaml"
 VALUES_FILE = "values.yaml"
 _TITLES = {
     "namespaces.yaml": "the platform components' namespaces",
-    "storage-classes.yaml": "storage classes from the site's storage blocks",
+    "storage-classes.yaml": "storage classes for the provisioners the platform design names",
+    "admission-policies.yaml": "admission policies: the data sets' claims belong to the platform",
     "dashboards.yaml": "Grafana dashboards (kube-prometheus-stack's sidecar loads them by label)",
     "prometheusrules.yaml": "alert rules: GPU health (DCGM) and nodes (kube-prometheus-stack loads them by label)",
     "queues.yaml": "GPU queues (Kueue): the GPU flavor, each tenant's guaranteed quota and the idle pool, one cohort",
 }
 QUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort"}
+ADMISSION_POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 RENDER_AGAIN = "render again"
@@ -73,12 +78,16 @@ def manifest_file(manifest: Manifest, tenants: set[str]) -> str:
     tenant = meta.get("namespace") if meta.get("namespace") in tenants else None
     if manifest["kind"] == "Namespace" and meta["name"] in tenants:
         tenant = meta["name"]
+    if manifest["kind"] == "PersistentVolume" and meta.get("labels", {}).get(TENANT_LABEL) in tenants:
+        tenant = meta["labels"][TENANT_LABEL]  # cluster-scoped, but the tenant's data set: beside its claim
     if tenant:
         return f"tenant-{tenant}.yaml"
     if manifest["kind"] == "Namespace":
         return "namespaces.yaml"
     if manifest["kind"] == "StorageClass":
         return "storage-classes.yaml"
+    if manifest["kind"] in ADMISSION_POLICY_KINDS:
+        return "admission-policies.yaml"
     if manifest["kind"] == "ConfigMap" and DASHBOARD_LABEL in meta.get("labels", {}):
         return "dashboards.yaml"
     return f"{manifest['kind'].lower()}s.yaml"
@@ -87,7 +96,7 @@ def manifest_file(manifest: Manifest, tenants: set[str]) -> str:
 def _title(file_name: str) -> str:
     if file_name.startswith("tenant-"):
         return (f"tenant {file_name.removeprefix('tenant-').removesuffix('.yaml')}: namespace, GPU quota, "
-                "admin RBAC, default-deny policy, RDMA attachments")
+                "admin RBAC, default-deny policy, RDMA attachments, data sets (volume and claim)")
     return _TITLES.get(file_name, file_name.removesuffix(".yaml"))
 
 

@@ -17,7 +17,11 @@ What is checked, against the API server:
 - tenant research's pod reaches its own namespace's pods and the cluster DNS, not inference's;
 - fair share: research borrows inference's idle GPUs; when inference submits, Kueue preempts
   research's borrowing job and inference's runs within its guarantee;
-- a second platform apply changes nothing.
+- a second platform apply changes nothing;
+- each data set's claim (topologies/sites/lab.yaml data_sets:) is Bound to its volume in its
+  tenant's namespace; the tenant admin reads it but may neither delete it (the admission policy
+  refuses, naming the data set) nor take its data-set label off, nor delete or patch the volume;
+  it creates and deletes a claim of its own; a second apply leaves the data sets as they were.
 
 Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_platform_lab.py -s
 """
@@ -31,6 +35,7 @@ import json
 import pytest
 
 from rackform import cli
+from rackform.k8s.data_sets import CLAIM_PROTECTION, DATA_SET_LABEL, volume_name
 from rackform.lab import gpus
 from rackform.model.loader import load_site
 from clusterlab import MIRROR_REGISTRY, REPO_ROOT, SITE, WORKERS, Kubectl, lab_kubectl, wait_for
@@ -483,3 +488,134 @@ def test_every_node_is_schedulable_and_ready_after_the_upgrade(upgraded, platfor
     nodes = platform.json("get", "nodes")["items"]
     assert [n["metadata"]["name"] for n in nodes if n["spec"].get("unschedulable")] == []
     assert all(next(c["status"] for c in n["status"]["conditions"] if c["type"] == "Ready") == "True" for n in nodes)
+
+
+# ---------------------------------------------------------------- data sets: volumes and claims
+
+
+BIND_TIMEOUT_S = 60
+"""The PV controller binds a pre-bound claim at its next sync: seconds."""
+
+
+def data_sets() -> list:
+    found = load_site(SITE, REPO_ROOT).data_sets
+    assert found, "the lab's site file declares data sets (topologies/sites/lab.yaml data_sets:)"
+    return found
+
+
+def claim_bound(platform, data_set) -> bool:
+    claim = platform.json("-n", data_set.tenant, "get", "persistentvolumeclaim", data_set.name)
+    return claim.get("status", {}).get("phase") == "Bound"
+
+
+def test_each_data_set_claim_is_bound_to_its_volume_in_the_tenant_namespace(platform):
+    """Static binding needs no NFS client and no provisioner: the claim binds whether or not a pod
+    could mount it (pod mounts need a kernel NFS client, which the lab's nodes lack)."""
+    for data_set in data_sets():
+        wait_for(f"{data_set.tenant}/{data_set.name} Bound", lambda d=data_set: claim_bound(platform, d), BIND_TIMEOUT_S)
+        claim = platform.json("-n", data_set.tenant, "get", "persistentvolumeclaim", data_set.name)
+        volume = platform.json("get", "persistentvolume", volume_name(data_set))
+        assert claim["spec"]["volumeName"] == volume_name(data_set)
+        assert volume["status"]["phase"] == "Bound"
+        assert {key: volume["spec"]["claimRef"][key] for key in ("namespace", "name", "uid")} == {
+            "namespace": data_set.tenant, "name": data_set.name, "uid": claim["metadata"]["uid"]}
+        assert volume["spec"]["nfs"]["path"] == f"/{data_set.name}"
+
+
+POLICY_LOADED_TIMEOUT_S = 60
+"""The API server compiles a new ValidatingAdmissionPolicy from its informer: seconds after the apply."""
+
+
+def refused_by_the_policy(said, data_set) -> bool:
+    """Refused by the claims' policy (not by RBAC), with its message naming the data set."""
+    error = " ".join(said.stderr.split())
+    return (said.returncode != 0 and "forbidden" in error.lower()
+            and f"ValidatingAdmissionPolicy '{CLAIM_PROTECTION}'" in error
+            and f"the claim of data set {data_set.name} belongs to the platform (rackform)" in error)
+
+
+def policy_in_force(platform, data_set) -> bool:
+    """A server-side dry run of the tenant admin's delete goes through admission and deletes nothing."""
+    said = platform("-n", data_set.tenant, "delete", "persistentvolumeclaim", data_set.name, "--dry-run=server",
+                    check=False, user=ADMIN[data_set.tenant])
+    return refused_by_the_policy(said, data_set)
+
+
+def test_a_tenant_admin_reads_its_data_set_claim_but_cannot_delete_it_or_touch_the_volume(platform):
+    for data_set in data_sets():
+        admin, namespace = ADMIN[data_set.tenant], data_set.tenant
+        read = platform("-n", namespace, "get", "persistentvolumeclaim", data_set.name, check=False, user=admin)
+        assert read.returncode == 0, read.stderr
+        # Never the real delete before the policy refuses a dry run: it would take the claim.
+        wait_for(f"{CLAIM_PROTECTION} refusing {namespace}/{data_set.name}",
+                 lambda d=data_set: policy_in_force(platform, d), POLICY_LOADED_TIMEOUT_S)
+        deleted = platform("-n", namespace, "delete", "persistentvolumeclaim", data_set.name, "--wait=false",
+                           check=False, user=admin)
+        assert refused_by_the_policy(deleted, data_set), deleted.stderr
+        unlabelled = platform("-n", namespace, "label", "persistentvolumeclaim", data_set.name, f"{DATA_SET_LABEL}-",
+                              check=False, user=admin)
+        assert unlabelled.returncode != 0, unlabelled.stdout
+        assert f"the label {DATA_SET_LABEL} on the claim of data set {data_set.name}" in " ".join(
+            unlabelled.stderr.split()), unlabelled.stderr
+        refused = {
+            "delete the volume": platform("delete", "persistentvolume", volume_name(data_set), "--wait=false",
+                                          check=False, user=admin),
+            "patch the volume": platform("patch", "persistentvolume", volume_name(data_set), "--type=merge", "-p",
+                                         json.dumps({"spec": {"persistentVolumeReclaimPolicy": "Delete"}}),
+                                         check=False, user=admin),
+        }
+        for what, said in refused.items():
+            assert (what, said.returncode != 0, "forbidden" in said.stderr.lower()) == (what, True, True), said.stdout
+        claim = platform.json("-n", namespace, "get", "persistentvolumeclaim", data_set.name)
+        assert claim["metadata"].get("deletionTimestamp") is None and claim["status"]["phase"] == "Bound"
+        assert claim["metadata"]["labels"][DATA_SET_LABEL] == data_set.name
+        volume = platform.json("get", "persistentvolume", volume_name(data_set))
+        assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and volume["status"]["phase"] == "Bound"
+
+
+OWN_CLAIM = "own-scratch"
+CLAIM_GONE_TIMEOUT_S = 60
+
+
+def test_a_tenant_admin_creates_and_deletes_a_claim_of_its_own(platform):
+    """RBAC gives claims back to the tenant; the policy leaves claims without the data-set label
+    alone. With no class ("") and no volume to match (the data sets' volumes are reserved), the
+    claim stays Pending: nothing is provisioned."""
+    data_set = data_sets()[0]
+    namespace, admin = data_set.tenant, ADMIN[data_set.tenant]
+    for verb in ("create", "delete"):
+        said = platform("auth", "can-i", verb, "persistentvolumeclaims", "-n", namespace, check=False, user=admin)
+        assert (verb, said.stdout.strip()) == (verb, "yes")
+    platform("-n", namespace, "delete", "persistentvolumeclaim", OWN_CLAIM, "--ignore-not-found", "--wait=true")
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": OWN_CLAIM},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    create(platform, namespace, claim)
+    made = platform.json("-n", namespace, "get", "persistentvolumeclaim", OWN_CLAIM)
+    assert made["status"]["phase"] == "Pending" and not made["spec"].get("volumeName")
+    deleted = platform("-n", namespace, "delete", "persistentvolumeclaim", OWN_CLAIM, "--wait=false",
+                       check=False, user=admin)
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(f"{namespace}/{OWN_CLAIM} gone",
+             lambda: platform("-n", namespace, "get", "persistentvolumeclaim", OWN_CLAIM, check=False).returncode != 0,
+             CLAIM_GONE_TIMEOUT_S)
+
+
+def test_a_second_platform_apply_leaves_the_data_sets_bound_and_unchanged(platform):
+    """The binder adds the claim's uid to the volume's claimRef; the next server-side apply owns
+    only its name and namespace (claimRef is granular), so neither conflicts nor unbinds."""
+    def versions() -> dict:
+        found = {}
+        for data_set in data_sets():
+            claim = platform.json("-n", data_set.tenant, "get", "persistentvolumeclaim", data_set.name)
+            volume = platform.json("get", "persistentvolume", volume_name(data_set))
+            found[data_set.name] = (claim["metadata"]["resourceVersion"], claim["status"]["phase"],
+                                    volume["metadata"]["resourceVersion"], volume["status"]["phase"])
+        return found
+
+    for data_set in data_sets():
+        wait_for(f"{data_set.tenant}/{data_set.name} Bound", lambda d=data_set: claim_bound(platform, d), BIND_TIMEOUT_S)
+    before = versions()
+    code, said = deploy_platform()
+    assert code == 0, said[-3000:]
+    assert versions() == before

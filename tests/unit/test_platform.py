@@ -16,8 +16,6 @@ from platform_validation import problems
 
 from rackform.k8s.manifests import (
     DASHBOARD_PANELS,
-    NFS_PROVISIONER,
-    NVMEOF_PROVISIONER,
     gpu_dashboard,
     helm_releases,
     platform_manifests,
@@ -138,6 +136,9 @@ def test_a_tenant_admin_only_reads_what_holds_the_tenant_in(group, resource):
 def test_a_tenant_admin_runs_workloads_but_no_wildcards_and_no_daemonsets():
     rules = tenant_rules()
     assert {"create", "delete"} <= rules[("", "pods")] and {"create", "delete"} <= rules[("batch", "jobs")]
+    # Its own claims (of a class the site names); the data sets' claims are kept by an admission
+    # policy instead (tests/unit/test_k8s_data_sets.py).
+    assert {"create", "update", "patch", "delete"} <= rules[("", "persistentvolumeclaims")]
     assert not any("*" in verbs or {"escalate", "bind", "impersonate"} & verbs for verbs in rules.values())
     assert ("apps", "daemonsets") not in rules and ("", "*") not in rules
 
@@ -233,19 +234,12 @@ def test_tenant_admins_are_bound_to_the_tenant_role():
     assert [s["name"] for s in binding["subjects"]] == ["alice", "bob"]
 
 
-@pytest.mark.parametrize(("site_name", "expected"), [
-    ("lab", [NFS_PROVISIONER]),
-    ("campus", [NVMEOF_PROVISIONER, NVMEOF_PROVISIONER, NFS_PROVISIONER]),
-])
-def test_storage_classes_follow_the_storage_blocks(site_name, expected):
+@pytest.mark.parametrize("site_name", SITES)
+def test_no_storage_class_names_a_provisioner_the_design_did_not(site_name):
+    """The placeholder NVMe-oF and never-installed NFS classes are gone: a site's classes are its design's."""
     site = load_site(site_name, REPO)
-    assert [c["provisioner"] for c in storage_classes(site, PlatformDesign())] == expected
-
-
-def test_exactly_one_default_storage_class_and_it_is_nfs():
-    site = load_site("campus", REPO)
-    defaults = [c for c in storage_classes(site, PlatformDesign()) if c["metadata"].get("annotations")]
-    assert [c["provisioner"] for c in defaults] == [NFS_PROVISIONER]
+    assert storage_classes(load_platform(site)) == []
+    assert [m for m in manifests_of(site_name)[1] if m["kind"] == "StorageClass"] == []
 
 
 def test_gpu_dashboard_plots_memory_temperature_and_utilisation():
@@ -280,6 +274,21 @@ def test_rdma_shared_plugin_exposes_the_gpu_fabric_ports():
     ("tenants:", "tenant:", "platform.tenant"),
     ("versions: {}", "versions: {}\n  helm_repositories: {nvidia: oci://mirror/nvidia}", "platform.helm_repositories.nvidia"),
     ("versions: {}", "versions: {}\n  helm_repositories: [nvidia]", "platform.helm_repositories"),
+    ("versions: {}", "versions: {}\n  storage_classes: {name: fast}", "platform.storage_classes"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast}]", "platform.storage_classes[0]"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: Fast, provisioner: a.b}]", "platform.storage_classes[0].name"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast, provisioner: 'a b'}]",
+     "platform.storage_classes[0].provisioner"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast, provisioner: a.b, size: 1}]",
+     "platform.storage_classes[0].size"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast, provisioner: a.b, parameters: {rdma: true}}]",
+     "platform.storage_classes[0].parameters.rdma"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast, provisioner: a.b, reclaim_policy: Recycle}]",
+     "platform.storage_classes[0].reclaim_policy"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: fast, provisioner: a.b}, {name: fast, provisioner: c.d}]",
+     "platform.storage_classes[1].name"),
+    ("versions: {}", "versions: {}\n  storage_classes: [{name: a, provisioner: a.b, default: true},"
+                     " {name: b, provisioner: c.d, default: true}]", "platform.storage_classes"),
 ])
 def test_bad_platform_file_names_file_line_and_key(lab_files, old, new, key):
     lab_files.edit("topologies/platform/lab.yaml", old, new)
