@@ -17,6 +17,7 @@ from rackform.model.source import Loc
 from rackform.render.group_vars import CONNECTION_DEFAULTS, USER_CONCERN, build_group_vars
 from rackform.render.groups import generated_groups, group_members
 from rackform.render.host_vars import own_host_vars, own_switch_vars, peer_index
+from rackform.render.storage_vars import storage_host_vars
 
 # Host facts rackform writes only when the inventory gives them (so a sampled host may lack them).
 _FACT_NAMES = frozenset({"ansible_host", "management_address", "management_mac", "bmc_address", "bmc_mac", "serial_number"})
@@ -37,6 +38,7 @@ _RENDERED_FROM_PREFIX = {
     "kube_": "kubernetes in the site design",
     "gpu_node_": "the block's gpus in the catalog",
     "switch_": "the device's switch placement in the site design",
+    "storage_": "the site design's data_sets (docs/storage.md)",
 }
 
 
@@ -120,12 +122,13 @@ def inventory_variables(site: Site) -> Iterator[Finding]:
         return
     rendered = _rendered_group_names(site)
     peers = peer_index(site)
+    storage = storage_host_vars(site)
     for node in with_vars:
-        names = rendered | set(_own_vars(node, peers, site))
+        names = rendered | set(_own_vars(node, peers, site)) | set(storage.get(node.name, ()))
         for key in node.user_vars:
             if key in names and key not in CONNECTION_DEFAULTS:
                 yield _rendered_finding(_var_loc(node, key), f"{node.name}.{key}", key)
-    host_names = _rendered_host_names(site, peers)
+    host_names = _rendered_host_names(site, peers).union(*storage.values())
     for group, variables in group_vars:
         for key in variables.values:
             if key in (rendered | host_names) and key not in CONNECTION_DEFAULTS:

@@ -304,8 +304,11 @@ def test_empty_group_that_looks_like_a_typo_is_a_warning(lab_files):
         (GPU_1, None, f"{GPU_1}:9: error: gpu-1.ansible_host: rackform writes 'ansible_host' itself (from management_address in host_vars)"),
         ("inventories/lab/group_vars/gpu.yml", "rack_name: r9\n", "inventories/lab/group_vars/gpu.yml:1: error: gpu.rack_name: rackform writes 'rack_name' itself"),
         ("inventories/lab/group_vars/all.yml", "kube_version: 1.30.0\n", "inventories/lab/group_vars/all.yml:14: error: all.kube_version: rackform writes 'kube_version' itself (from kubernetes in the site design)"),
+        (GPU_1, "storage_mounts: []\n", f"{GPU_1}:9: error: gpu-1.storage_mounts: rackform writes 'storage_mounts' itself (from the site design's data_sets"),
+        ("inventories/lab/group_vars/all.yml", "storage_exports: []\n", "inventories/lab/group_vars/all.yml:14: error: all.storage_exports: rackform writes 'storage_exports' itself (from the site design's data_sets"),
     ],
-    ids=["host-fabric-mtu", "ansible-host", "group-rack-name", "all-kube-version"],
+    ids=["host-fabric-mtu", "ansible-host", "group-rack-name", "all-kube-version", "host-storage-mounts",
+         "all-storage-exports"],
 )
 def test_variable_rackform_writes_itself_is_refused(lab_files, path, text, expected):
     key = expected.split("rackform writes '")[1].split("'")[0]
