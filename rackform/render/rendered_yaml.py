@@ -8,9 +8,10 @@ with the bytes and the digest hashes that instead.
 The digest must stay exactly what it would be from the file on disk: state/<site>.json
 and the Pulumi `Playbook` resources hold digests, and a different one would make every
 deployed site look changed. It is, because `yamltext.dump` writes data only in forms
-that load back as the same data; where the text holds a character YAML's reader rejects
-or reads as a line break (NEL, U+2028, DEL, other C1 controls), that promise does not
-hold, and the file is handed on as plain bytes, to be parsed like a file from disk.
+that load back as the same data (the characters YAML's reader rejects or reads as a line
+break, NEL, U+2028, DEL and the other C1 controls, only as escapes). Should a text ever
+hold one raw, that promise would not hold: such a file is handed on as plain bytes, to be
+parsed like a file from disk.
 tests/unit/test_digest_rendered_data.py holds the two equal for every stage of every
 shipped site, a generated large one, and written-out tricky values.
 

@@ -27,7 +27,11 @@ _RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
 # Characters that are safe in a plain scalar in both block and flow context.
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*")
-_LITERAL_LINE = re.compile(r"( *[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?)?")
+_YAML_UNSAFE = "\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff"
+"""Characters YAML's reader refuses raw (DEL, the C1 controls, U+FEFF inside a document, U+FFFE/F)
+or reads as line breaks (NEL U+0085, U+2028, U+2029): written only as escapes in double quotes."""
+_UNSAFE = re.compile(f"[{_YAML_UNSAFE}]")
+_LITERAL_LINE = re.compile(rf"( *[^\s\x00-\x1f{_YAML_UNSAFE}]([^\x00-\x1f{_YAML_UNSAFE}]*[^\s\x00-\x1f{_YAML_UNSAFE}])?)?")
 """A line a literal block keeps as it is: printable, no trailing blank; indented by spaces
 (never the first line, which sets the block's indentation)."""
 _INDENT = "  "
@@ -51,7 +55,7 @@ def scalar(value: str) -> str:
             return value
     if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
         return f'"{value}"'
-    return json.dumps(value, ensure_ascii=False)
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 @lru_cache(maxsize=65536)

@@ -21,7 +21,7 @@ import yaml
 from rackform.model.source import VaultValue
 from rackform.pipeline import STAGE_NAMES, load_and_check, stage_fingerprints
 from rackform.render.project import render_files
-from rackform.render.rendered_yaml import RenderedYaml, rendered_yaml
+from rackform.render.rendered_yaml import _NOT_ROUND_TRIPPED, RenderedYaml, rendered_yaml
 from rackform.render.writer import existing_files, write_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,11 +128,13 @@ def test_tricky_values_digest_the_same_from_memory_and_disk(lab_files, seed, tmp
 
 
 @pytest.mark.parametrize("value", _NOT_LOADED_BACK)
-def test_a_value_that_would_not_load_back_as_written_is_read_from_the_text(lab_files, value, tmp_path):
-    """Such a file is handed on as plain bytes and digested the way a file on disk is."""
+def test_a_value_yaml_reads_specially_is_written_escaped_and_loads_back_as_written(lab_files, value, tmp_path):
+    """NEL, DEL, C1 controls, U+2028: raw, YAML's reader refuses them or reads a line break;
+    yamltext writes them as escapes, so the file still carries its data."""
     data = {**lab_files[HOST_VARS].data, "ansible_odd": value}
     content = rendered_yaml(data, "# gpu-1\n")
-    assert type(content) is bytes
+    assert type(content) is RenderedYaml and not _NOT_ROUND_TRIPPED.search(content)
+    assert yaml.safe_load(content)["ansible_odd"] == value
     edited = {**lab_files, HOST_VARS: content}
     assert stage_fingerprints(edited) == stage_fingerprints(from_disk(edited, tmp_path / "project"))
 

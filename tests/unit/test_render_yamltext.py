@@ -163,3 +163,13 @@ def test_header_comes_before_the_document_start():
 def test_unsupported_values_are_refused():
     with pytest.raises(TypeError, match="set"):
         yamltext.dump({"tags": {"a", "b"}})
+
+
+@pytest.mark.parametrize("value", ["a\x85b", "x\u2028y", "p\u2029q", "del\x7f", "c1\x9b", "bom\ufeff",
+                                   "two\nlines\x85\n", "é and ü stay as they are"])
+def test_characters_yaml_reads_specially_are_escaped_and_load_back(value):
+    """Raw, YAML's reader refuses DEL, C1 controls and U+FEFF, and reads NEL, U+2028 and U+2029 as
+    line breaks: an inventory value holding one must still reach Ansible as written."""
+    text = yamltext.dump({"key": value, value: [value]})
+    assert yaml.safe_load(text) == {"key": value, value: [value]}
+    assert not any(ch in text for ch in "\x85\u2028\u2029\x7f\x9b\ufeff")
