@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rackform.model.site import Device, Rack, Site
 
@@ -215,6 +216,12 @@ def header(site: Site, rack: Rack, frame: Frame) -> list[str]:
 
 
 def rails(frame: Frame) -> list[str]:
+    return list(_rails(frame))
+
+
+@lru_cache(maxsize=64)
+def _rails(frame: Frame) -> tuple[str, ...]:
+    """The rails and their U numbers depend on the frame alone: racks of one height share them."""
     left_x = MARGIN_PX
     right_x = frame.slot_x + SLOT_WIDTH_PX
     body = frame.height_u * U_PX
@@ -229,16 +236,22 @@ def rails(frame: Frame) -> list[str]:
                 element("text", str(u), x=rail_x + RAIL_PX / 2, y=middle_y, class_="u-label", data_u=u,
                         data_side=side, font_size=10, text_anchor="middle", fill="#374151")
             )
-    return parts
+    return tuple(parts)
 
 
 def empty_slots(frame: Frame, occupied: dict[int, int]) -> list[str]:
-    return [
+    slots = _empty_slots(frame)
+    return [slots[u - 1] for u in range(1, frame.height_u + 1) if u not in occupied]
+
+
+@lru_cache(maxsize=64)
+def _empty_slots(frame: Frame) -> tuple[str, ...]:
+    """Every U of the frame drawn empty; a rack shows those no device occupies."""
+    return tuple(
         element("rect", x=frame.slot_x, y=frame.u_top_y(u), width=SLOT_WIDTH_PX, height=U_PX,
                 class_="slot-empty", data_u=u, fill="#f9fafb", stroke="#d1d5db", stroke_dasharray="3 3")
         for u in range(1, frame.height_u + 1)
-        if u not in occupied
-    ]
+    )
 
 
 def host_list(device: Device) -> str:
@@ -346,6 +359,11 @@ def footer(site: Site, rack: Rack, frame: Frame, figures: RackFigures) -> list[s
 
 
 def legend(frame: Frame, y: float) -> list[str]:
+    return list(_legend(frame, y))
+
+
+@lru_cache(maxsize=64, typed=True)
+def _legend(frame: Frame, y: float) -> tuple[str, ...]:
     parts = ['<g class="legend">']
     x = frame.slot_x
     for category, palette in CATEGORY_PALETTE.items():
@@ -355,7 +373,7 @@ def legend(frame: Frame, y: float) -> list[str]:
     parts.append(element("rect", x=x, y=y - 10, width=12, height=12, fill="#f9fafb", stroke="#d1d5db", stroke_dasharray="3 3"))
     parts.append(element("text", "empty", x=x + 17, y=y, font_size=11, fill="#374151"))
     parts.append("</g>")
-    return parts
+    return tuple(parts)
 
 
 # ---------------------------------------------------------------- public API

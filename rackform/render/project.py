@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rackform.gc_pause import cyclic_gc_paused
 from rackform.k8s.cni import cni_group_vars
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
@@ -83,6 +84,11 @@ def inventory_files(site: Site, inventory: Inventory) -> dict[str, bytes]:
 
 def render_files(site: Site) -> dict[str, bytes]:
     """Every file of the site's project, keyed by path relative to the project root, sorted."""
+    with cyclic_gc_paused():  # render only allocates (rackform.gc_pause)
+        return _render_files(site)
+
+
+def _render_files(site: Site) -> dict[str, bytes]:
     inventory = build_inventory(site)
     inventory_bytes = inventory_files(site, inventory)
     text = switch_config_files(

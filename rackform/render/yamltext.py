@@ -27,6 +27,10 @@ _RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
 # Characters that are safe in a plain scalar in both block and flow context.
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*")
+_DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+){2,}(?:/[0-9]+)?")
+"""Digits with two dots or more (IPv4 addresses, with a prefix length or not, versions): no
+YAML 1.1 int, float or timestamp looks like that, so they are plain strings without asking
+the resolver (one call each cost ~2 us, and a site's addresses are all different)."""
 _YAML_UNSAFE = "\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff"
 """Characters YAML's reader refuses raw (DEL, the C1 controls, U+FEFF inside a document, U+FFFE/F)
 or reads as line breaks (NEL U+0085, U+2028, U+2029): written only as escapes in double quotes."""
@@ -44,14 +48,31 @@ MAX_LINE = 160
 _WORDS = frozenset({"yes", "no", "on", "off", "true", "false", "y", "n", "null"})
 
 
+_SCALARS: dict[str, str] = {}
+"""scalar()'s answers: keys and most values (names, roles, ports) recur in every file."""
+_SCALARS_MAX = 1 << 17
+"""Entries kept before the memo starts over (a 10,000-node site has ~100k distinct strings)."""
+
+
 def scalar(value: str) -> str:
     """A string as a one-line YAML scalar that loads back as the same string."""
+    try:
+        return _SCALARS[value]
+    except KeyError:
+        pass
+    if len(_SCALARS) >= _SCALARS_MAX:
+        _SCALARS.clear()
+    written = _SCALARS[value] = _scalar(value)
+    return written
+
+
+def _scalar(value: str) -> str:
     if _PLAIN.fullmatch(value):
         if value[0].isalpha() or value[0] == "_":
             # Letter-first plain text is a string unless it is one of the words above.
             if value.lower() not in _WORDS:
                 return value
-        elif _resolves_to_str(value):
+        elif _DOTTED.fullmatch(value) or _resolves_to_str(value):
             return value
     if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
         return f'"{value}"'
@@ -133,11 +154,39 @@ def _is_flat_list(value: list) -> bool:
                for item in value)
 
 
+_KEY_PREFIXES: dict[str, dict[Any, str]] = {}
+"""indent -> key -> `<indent><key>:`: the same few keys open the lines of every file."""
+
+
+def _key_prefixes(indent: str) -> dict[Any, str]:
+    prefixes = _KEY_PREFIXES.get(indent)
+    if prefixes is None:
+        prefixes = _KEY_PREFIXES[indent] = {}
+    return prefixes
+
+
 def _write(value: Any, indent: str, out: list[str]) -> None:
     """Append the block-style lines of a mapping or sequence (non-empty) to `out`."""
     if type(value) is dict:
+        prefixes = _KEY_PREFIXES.get(indent) or _key_prefixes(indent)
         for key, item in value.items():
-            _write_entry(f"{indent}{_atom(key)}:", item, indent, out)
+            # The usual entry inline (a str key, a one-line str or an int value), the rest
+            # through _write_entry; both write exactly the same text.
+            prefix = prefixes.get(key) if type(key) is str else None
+            if prefix is None:
+                prefix = f"{indent}{_atom(key)}:"
+                if type(key) is str and len(prefixes) < _SCALARS_MAX:
+                    prefixes[key] = prefix
+            kind = type(item)
+            if kind is str and "\n" not in item:
+                line = scalar(item)
+                if len(prefix) + 1 + len(line) <= MAX_LINE:
+                    out.append(f"{prefix} {line}")
+                    continue
+            elif kind is int:
+                out.append(f"{prefix} {item}")
+                continue
+            _write_entry(prefix, item, indent, out)
     else:
         for item in value:
             if type(item) is dict and item:
