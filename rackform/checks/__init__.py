@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from rackform.checks.findings import Finding
+from rackform.checks.run_memo import one_run
 from rackform.gc_pause import cyclic_gc_paused
 from rackform.model.site import Site
 
@@ -30,7 +31,9 @@ CHECK_MODULES = ("racks", "addresses", "inventory", "host_keys", "cabling", "top
 
 def run_checks(site: Site) -> list[Finding]:
     findings: list[Finding] = []
-    with cyclic_gc_paused():  # the checks only allocate (rackform.gc_pause)
+    # The checks only allocate (rackform.gc_pause); what several of them derive from the
+    # site is derived once (rackform.checks.run_memo).
+    with cyclic_gc_paused(), one_run():
         for fn in registered_checks():
             findings.extend(fn(site))
     return findings

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from rackform.checks import check
 from rackform.checks.cabling import host_fabric_links
 from rackform.checks.findings import Finding
+from rackform.checks.run_memo import derived
 from rackform.model.schema import Network
 from rackform.model.site import Host, Site, Switch
 from rackform.model.source import Loc
@@ -60,6 +61,11 @@ def assigned_addresses(site: Site) -> Iterator[tuple[IPv4Address, Assigned]]:
                 yield node.bmc_address, Assigned(node, "bmc_address", "bmc_address")
             for port, interface in node.fabric_addresses.items():
                 yield interface.ip, Assigned(node, f"fabric_ports.{port}.address", f"fabric_ports.{port}")
+
+
+def assigned_address_list(site: Site) -> tuple[tuple[IPv4Address, Assigned], ...]:
+    """assigned_addresses(site), listed once per run of the checks (three checks read it)."""
+    return derived(site, "assigned_addresses", lambda site: tuple(assigned_addresses(site)))
 
 
 def _assigned_macs(site: Site) -> Iterator[tuple[str, Assigned]]:
@@ -163,7 +169,7 @@ def fabric_addresses_in_prefix(site: Site) -> Iterator[Finding]:
 def unique_addresses(site: Site) -> Iterator[Finding]:
     """No management, BMC or fabric address is given twice, across hosts and switches."""
     first: dict[IPv4Address, Assigned] = {}
-    for address, use in assigned_addresses(site):
+    for address, use in assigned_address_list(site):
         if address in first:
             yield Finding(
                 "unique_addresses", "error", use.loc, use.path,
@@ -285,7 +291,7 @@ def api_vip_address(site: Site) -> Iterator[Finding]:
             "api_vip_address", "error", loc, "kubernetes.api_vip",
             f"{vip} is outside the management network {_shown(management) or '(none defined)'}",
         )
-    for address, use in assigned_addresses(site):
+    for address, use in assigned_address_list(site):
         if address == vip:
             yield Finding(
                 "api_vip_address", "error", loc, "kubernetes.api_vip",
@@ -303,7 +309,7 @@ def api_vip_address(site: Site) -> Iterator[Finding]:
 def gateway_addresses(site: Site) -> Iterator[Finding]:
     """A network's gateway is a host address inside its prefix that no host uses."""
     gateways = {network.gateway for network in site.networks.values() if network.gateway is not None}
-    owners = {address: use for address, use in assigned_addresses(site) if address in gateways}
+    owners = {address: use for address, use in assigned_address_list(site) if address in gateways}
     for name, network in site.networks.items():
         gateway = network.gateway
         if gateway is None:

@@ -14,6 +14,7 @@ Ansible's `hostvars` does.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,8 +141,84 @@ def cumulus_parts(context: Mapping) -> list[CumulusFile]:
     return [part for part in CUMULUS_FILES if fabric or not part.fabric_only]
 
 
+SERVER_BRIDGE_VARIABLE = "rackform_review_server_bridge"
+"""What servers.intf.j2 takes instead of working out the bridge's ports and gateways itself."""
+SERVER_BRIDGE_TEMPLATE = "servers.intf.j2"
+
+_CIDR = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBridge:
+    """servers.intf.j2's `servers`: the ports towards servers, in switch_ports' order, and
+    their gateways (sorted, each once)."""
+
+    ports: list[str]
+    gateways: list[str]
+
+
+def _gateway(cidr: object, memo: dict[str, str]) -> str | None:
+    """The template's `gateway` macro ("10.20.1.15/24" -> "10.20.1.1/24"), or None for any
+    text the macro might read differently (the template then works it out itself)."""
+    if type(cidr) is not str:
+        return None
+    known = memo.get(cidr)
+    if known is not None:
+        return known
+    match = _CIDR.fullmatch(cidr)
+    if match is None:
+        return None
+    *octets, prefix = (int(group) for group in match.groups())
+    if prefix > 32 or max(octets) > 255:
+        return None
+    size = 2 ** (32 - prefix)
+    first = ((((octets[0] * 256 + octets[1]) * 256 + octets[2]) * 256 + octets[3]) // size) * size + 1
+    gateway = f"{first // 16777216}.{first // 65536 % 256}.{first // 256 % 256}.{first % 256}/{match[5]}"
+    memo[cidr] = gateway
+    return gateway
+
+
+def server_bridge(context: Mapping) -> ServerBridge | None:
+    """What servers.intf.j2's loop finds, worked out in Python (one macro call per server
+    port inside Jinja was most of the switch configurations' time), or None where the
+    inputs are anything but the plain dicts and addresses rackform renders: the template's
+    own loop then decides, errors included. tests/unit/test_render_same_output.py holds the
+    two to the same text."""
+    switch_ports, hostvars = context.get("switch_ports"), context.get("hostvars")
+    if type(switch_ports) is not dict or type(hostvars) is not dict:
+        return None
+    ports: list[str] = []
+    gateways: set[str] = set()
+    memo: dict[str, str] = {}
+    for port, link in switch_ports.items():
+        if type(link) is not dict or "bgp_peer" not in link or "peer" not in link:
+            return None
+        if link["bgp_peer"]:
+            continue
+        ports.append(port)
+        peer = hostvars.get(link["peer"], {})
+        fabric_ports = peer.get("fabric_ports", {}) if type(peer) is dict else None
+        if type(fabric_ports) is not dict or "peer_port" not in link:
+            return None
+        fabric_port = fabric_ports.get(link["peer_port"], {})
+        if type(fabric_port) is not dict:
+            return None
+        address = fabric_port.get("address")
+        if address:
+            gateway = _gateway(address, memo)
+            if gateway is None:
+                return None
+            gateways.add(gateway)
+    return ServerBridge(ports, sorted(gateways))
+
+
 def cumulus_file_text(part: CumulusFile, context: Mapping) -> str:
-    return _role_template(f"{ROLE}/templates/{part.template}").render(context)
+    template = _role_template(f"{ROLE}/templates/{part.template}")
+    if part.template == SERVER_BRIDGE_TEMPLATE and SERVER_BRIDGE_VARIABLE not in context:
+        bridge = server_bridge(context)
+        if bridge is not None:
+            return template.render(context, **{SERVER_BRIDGE_VARIABLE: bridge})
+    return template.render(context)
 
 
 def cumulus_files(context: Mapping) -> dict[str, str]:

@@ -249,9 +249,68 @@ def test_switch_configs_are_what_jinja_renders_without_the_shortcuts(sites, monk
     plain = role_templates().overlay()
     plain.filters = {**plain.filters, "quote": switch_configs.shlex.quote}
     monkeypatch.setattr(switch_configs, "_role_template", plain.get_template)
+    # servers.intf.j2 works out its bridge itself, as it does under Ansible.
+    monkeypatch.setattr(switch_configs, "server_bridge", lambda context: None)
     assert sum(len(files) for files, _ in fast.values()) > 100
+    assert sum(" address " in text for files, _ in fast.values() for text in files.values()) > 50
     for name, (files, arguments) in fast.items():
         assert switch_configs.switch_config_files(*arguments) == files, name
+
+
+SERVER_ADDRESSES = [
+    "10.20.1.15/24", "10.20.17.200/20", "192.168.3.77/26", "10.0.0.6/30", "10.0.0.6/32", "10.0.0.6/31",
+    "10.0.0.6/0", "10.0.0.6/08", "010.000.001.009/24", "255.255.255.255/1",
+    # What the Python side leaves to the template (its own answer or its own error):
+    "10.0.0.6/33", "10.0.0.256/24", "10.0.0/24", "10.0.0.6", "10.0.0.6/24/1", " 10.0.0.6/24", "10.0.0.\u0663/24",
+]
+
+
+def _leaf_context(addresses: list[object], **link: object) -> dict:
+    ports = {f"swp{i}": {"peer": f"host-{i}", "peer_port": "fab0", "bgp_peer": False, **link}
+             for i in range(1, len(addresses) + 1)}
+    ports["swp9"] = {"peer": "spine-1", "peer_port": "swp1", "bgp_peer": True}
+    ports["swp10"] = {"peer": "unknown", "peer_port": "fab0", "bgp_peer": False}
+    hostvars = {f"host-{i}": {"fabric_ports": {"fab0": {"address": address}}} for i, address in enumerate(addresses, 1)}
+    return {**switch_configs.role_defaults(), "inventory_hostname": "leaf-1", "switch_role": "leaf",
+            "switch_ports": ports, "hostvars": hostvars}
+
+
+def _plain_servers_file(context: dict) -> str:
+    plain = role_templates().overlay()
+    return plain.get_template(f"{switch_configs.ROLE}/templates/{switch_configs.SERVER_BRIDGE_TEMPLATE}").render(context)
+
+
+@pytest.mark.parametrize("address", SERVER_ADDRESSES)
+def test_server_bridge_is_what_the_template_works_out(address):
+    context = _leaf_context([address, "10.20.1.16/24", None, ""])
+    part = next(part for part in switch_configs.CUMULUS_FILES if part.template == switch_configs.SERVER_BRIDGE_TEMPLATE)
+    try:
+        expected = _plain_servers_file(context)
+    except Exception as error:  # noqa: BLE001 - the same error, whichever side works it out
+        with pytest.raises(type(error)):
+            switch_configs.cumulus_file_text(part, context)
+        return
+    assert switch_configs.cumulus_file_text(part, context) == expected
+
+
+def test_server_bridge_is_worked_out_in_python_for_rackforms_own_values():
+    bridge = switch_configs.server_bridge(_leaf_context(["10.20.1.15/24", "10.20.1.16/24", "10.20.17.200/20"]))
+    assert bridge.ports == ["swp1", "swp2", "swp3", "swp10"]
+    assert bridge.gateways == ["10.20.1.1/24", "10.20.16.1/20"]
+
+
+@pytest.mark.parametrize("odd", ["10.0.0.6/33", "10.0.0.256/24", " 10.0.0.6/24", 10, ["10.0.0.6/24"]])
+def test_server_bridge_leaves_anything_odd_to_the_template(odd):
+    assert switch_configs.server_bridge(_leaf_context(["10.20.1.15/24", odd])) is None
+
+
+def test_a_bridge_named_in_the_inventory_is_what_both_renders_use():
+    """Ansible would use an inventory value of that name: the review does too."""
+    context = _leaf_context(["10.20.1.15/24"])
+    context[switch_configs.SERVER_BRIDGE_VARIABLE] = {"ports": ["swp7"], "gateways": ["10.9.9.1/24"]}
+    part = next(part for part in switch_configs.CUMULUS_FILES if part.template == switch_configs.SERVER_BRIDGE_TEMPLATE)
+    assert switch_configs.cumulus_file_text(part, context) == _plain_servers_file(context)
+    assert "bridge-ports swp7\n" in _plain_servers_file(context)
 
 
 # ---------------------------------------------------------------- diagrams
