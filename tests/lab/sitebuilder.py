@@ -9,6 +9,7 @@ Ansible inventory. `one_rack_site`, `two_hosts_on_a_leaf`, `networks`, `ROCE_FAB
 from __future__ import annotations
 
 import ipaddress
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -105,3 +106,11 @@ def build_site(root: Path, site: str, design: str, host_vars: dict[str, str], al
     for host, text in host_vars.items():
         (inventory / "host_vars" / f"{host}.yml").write_text(text)
     return root
+
+
+def without_data_sets(design: str) -> str:
+    """A design derived from the lab's, without its `data_sets:`: they name the lab's tenants
+    (topologies/platform/lab.yaml), which a site of another name has no platform file for."""
+    lean = re.sub(r"^data_sets:\n(?:  .*\n)+", "", design, flags=re.MULTILINE)
+    assert lean != design, "the design has no data_sets section to leave out"
+    return lean

@@ -40,6 +40,7 @@ from rackform.ipmi.status import read_node_status, site_targets
 from rackform.lab import bmc, chassis_hook
 from rackform.model.loader import load_site
 from rackform.model.site import Site
+from sitebuilder import without_data_sets
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-ipmi")]
 
@@ -66,7 +67,7 @@ def make_root(root: Path) -> Path:
     shutil.copy(REPO_ROOT / "topologies" / "defaults.yaml", root / "topologies" / "defaults.yaml")
     shutil.copytree(REPO_ROOT / "topologies" / "profiles", root / "topologies" / "profiles")  # lab.yaml extends them
     (root / "topologies" / "sites").mkdir(parents=True)
-    lab_yaml = (REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text()
+    lab_yaml = without_data_sets((REPO_ROOT / "topologies" / "sites" / "lab.yaml").read_text())
     renamed = re.sub(r"^site: lab$", f"site: {SITE}", lab_yaml, flags=re.MULTILINE)
     (root / "topologies" / "sites" / f"{SITE}.yaml").write_text(moved(renamed))
     shutil.copytree(REPO_ROOT / "inventories" / "lab", root / "inventories" / SITE)
