@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import hashlib
 
-from rackform.model.schema import StoragePlacement
-from rackform.model.site import DataSet, Host, Site
-from rackform.model.storage_network import serving_address, storage_addresses
+from rackform.model.site import DataSet, Site
+from rackform.model.storage_network import (
+    serves_nfs_over_rdma,
+    serving_address,
+    storage_addresses,
+    storage_placement,
+)
 
 MARKER_FILE = ".rackform-check"
 """A file the storage role writes into every data set's folder; verify reads it from each client."""
@@ -57,10 +61,6 @@ def export_ids(names: list[str]) -> dict[str, int]:
     return ids
 
 
-def _placement(host: Host) -> StoragePlacement:
-    return host.device.storage or StoragePlacement()
-
-
 def _client_networks(site: Site, data_set: DataSet) -> list[str]:
     return [f"{interface.ip}/32" for name in data_set.clients if name in site.hosts
             for interface in storage_addresses(site, site.hosts[name]).values()]
@@ -79,12 +79,11 @@ def storage_host_vars(site: Site) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for server, data_sets in by_server.items():
         host = site.hosts[server]
-        placement = _placement(host)
         ids = export_ids([data_set.name for data_set in data_sets])
         found[server] = {
-            "storage_nfs_server": placement.nfs_server,
-            # Rendered for kernel nfsd only: the RDMA listener is nfsd's (rdma=y, port 20049).
-            "storage_nfs_rdma": placement.nfs_rdma and placement.nfs_server == "kernel",
+            "storage_nfs_server": storage_placement(host).nfs_server,
+            # Kernel nfsd only (its RDMA listener, rdma=y on port 20049): what the volumes mount.
+            "storage_nfs_rdma": serves_nfs_over_rdma(host),
             "storage_address": str(serving_address(site, host).ip),
             "storage_exports": [
                 {
