@@ -29,12 +29,17 @@ import socket, struct, sys
 name, server = sys.argv[1], sys.argv[2]
 query = struct.pack(">HHHHHH", 0x5246, 0x0100, 1, 0, 0, 0)
 query += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
-for attempt in range(3):  # UDP: a lost datagram is asked again, as a resolver would
-    s.sendto(query, (server, 53))
-    try: reply = s.recv(4096); break
+# UDP: a lost datagram is asked again, as a resolver would, each time from a new socket: a new
+# source port is a new conntrack entry, so a retry is never pinned to a DNS pod that a drain
+# just evicted (the old entry keeps its translation while retries refresh it).
+for attempt in range(5):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+    try:
+        s.sendto(query, (server, 53)); reply = s.recv(4096); break
     except socket.timeout:
-        if attempt == 2: sys.exit("no answer from %s after 3 tries" % server)
+        if attempt == 4: sys.exit("no answer from %s after 5 tries" % server)
+    finally:
+        s.close()
 count = struct.unpack(">H", reply[6:8])[0]; at = len(query)
 for _ in range(count):
     at += 2 if reply[at] >= 0xC0 else reply.index(b"\0", at) + 1 - at
