@@ -45,18 +45,25 @@ def _key(conflict: Conflict, version_locs: dict[str, Loc]) -> str:
     return "kubernetes.version"
 
 
+def _platform_design(site: Site):
+    """The site's platform design, or None: no cluster, or a platform file platform_versions reports."""
+    if site.kubernetes is None:
+        return None
+    try:
+        return load_platform(site)
+    except SourceError:
+        return None
+
+
 @check
 def platform_tenants(site: Site) -> Iterator[Finding]:
     """The tenants' guaranteed GPUs fit in the site's GPUs, and the releases named are the platform's."""
     from rackform.k8s.manifests import PLATFORM_COMPONENTS
     from rackform.k8s.queues import site_gpus
 
-    if site.kubernetes is None:
+    design = _platform_design(site)
+    if design is None:
         return
-    try:
-        design = load_platform(site)
-    except SourceError:
-        return  # platform_versions reports it
     for name in design.releases or ():
         if name not in PLATFORM_COMPONENTS:
             yield Finding("platform_tenants", "error", design.releases_loc or site.loc, "platform.releases",
@@ -87,13 +94,8 @@ def platform_storage_classes(site: Site) -> Iterator[Finding]:
     Their data sets are served over NFS like any other (static volumes, no class); what has no
     class is NVMe-oF block volumes, which need a CSI driver rackform does not install or choose.
     """
-    if site.kubernetes is None:
-        return
-    try:
-        design = load_platform(site)
-    except SourceError:
-        return  # platform_versions reports it
-    if design.storage_classes:
+    design = _platform_design(site)
+    if design is None or design.storage_classes:
         return
     for host in sorted(site.hosts_in_role("storage"), key=lambda h: h.name):
         if all_flash(host):
