@@ -7,26 +7,13 @@ of them in registration order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from types import ModuleType
 
 from rackform.checks.findings import Finding
+from rackform.checks.registry import REGISTRY, CheckFn, check
 from rackform.checks.run_memo import one_run
 from rackform.gc_pause import cyclic_gc_paused
 from rackform.model.site import Site
-
-CheckFn = Callable[[Site], Iterable[Finding]]
-REGISTRY: list[CheckFn] = []
-
-
-def check(fn: CheckFn) -> CheckFn:
-    """Register a preflight check."""
-    REGISTRY.append(fn)
-    return fn
-
-
-# Report order: one module per family of checks, the physical layer first.
-CHECK_MODULES = ("racks", "addresses", "inventory", "host_keys", "cabling", "topology", "roce", "switch_os",
-                 "kubernetes", "mirror", "platform", "storage", "bandwidth")
 
 
 def run_checks(site: Site) -> list[Finding]:
@@ -39,15 +26,22 @@ def run_checks(site: Site) -> list[Finding]:
     return findings
 
 
-def registered_checks() -> list[CheckFn]:
-    """Every check, in CHECK_MODULES order (imports register them via @check)."""
-    import importlib
+def check_modules() -> tuple[ModuleType, ...]:
+    """One module per family of checks, in report order: the physical layer first.
 
-    modules = [f"{__name__}.{name}" for name in CHECK_MODULES]
-    for module in modules:
-        importlib.import_module(module)
-    rank = {module: index for index, module in enumerate(modules)}
+    Imported here, when the checks run, not when the package is: whoever needs only
+    `Finding` does not pay for every family (and what they import, k8s and render)."""
+    from rackform.checks import (addresses, bandwidth, cabling, host_keys, inventory, kubernetes, mirror, platform,
+                                 racks, roce, storage, switch_os, topology)
+
+    return (racks, addresses, inventory, host_keys, cabling, topology, roce, switch_os, kubernetes, mirror, platform,
+            storage, bandwidth)
+
+
+def registered_checks() -> list[CheckFn]:
+    """Every check, in `check_modules` order (importing a family registers its checks via @check)."""
+    rank = {module.__name__: index for index, module in enumerate(check_modules())}
     return sorted(REGISTRY, key=lambda fn: rank.get(fn.__module__, len(rank)))
 
 
-__all__ = ["Finding", "check", "run_checks", "REGISTRY"]
+__all__ = ["Finding", "CheckFn", "check", "run_checks", "REGISTRY"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import NamedTuple
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.cabling import host_fabric_links
 from rackform.checks.findings import Finding
 from rackform.checks.run_memo import derived

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.cabling import host_fabric_links
 from rackform.checks.findings import Finding
 from rackform.model.site import Site

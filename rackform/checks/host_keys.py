@@ -19,7 +19,7 @@ from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.model.site import Site
 from rackform.model.source import Loc

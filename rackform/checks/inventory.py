@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.cabling import host_fabric_links
 from rackform.checks.findings import Finding
 from rackform.k8s.cni import cni_group_vars

@@ -7,7 +7,7 @@ import difflib
 from collections import Counter
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.model.site import Site
 from rackform.model.source import Loc

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.k8s.versions import Matrix, load_matrix
 from rackform.model.site import Site

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import Conflict, conflicts, load_matrix

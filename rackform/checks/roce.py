@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.cabling import HostLink, leaf_links
 from rackform.checks.findings import Finding
 from rackform.model.schema import Fabric, RoceIntent, RoceOverrides

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.model.schema import BlockType
 from rackform.model.site import DataSet, Site

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.checks.roce import switch_settings
 from rackform.model.site import Site, Switch

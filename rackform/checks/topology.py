@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from rackform.checks import check
+from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.model.site import Site, Switch
 
