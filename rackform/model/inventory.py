@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rackform.k8s.names import renamed_message
-from rackform.model import loader, schema
+from rackform.model import input_files, schema
 from rackform.model.site import Host, Switch
 from rackform.model.source import BadInput, LineDict, Loc, SourceError, VaultValue
 
@@ -153,9 +153,9 @@ class _HostsFile:
 
 
 def _read_hosts_file(path: Path, errors: list[SourceError]) -> _HostsFile:
-    data = loader.load_inventory_yaml(path)
+    data = input_files.load_inventory_yaml(path)
     if not isinstance(data, LineDict) or not isinstance(data.get("all"), LineDict):
-        where = data.loc if isinstance(data, LineDict) else Loc(loader.display_path(path), 1)
+        where = data.loc if isinstance(data, LineDict) else Loc(input_files.display_path(path), 1)
         raise SourceError(where, "all", "expected an Ansible YAML inventory with a top-level 'all' group")
     found = _HostsFile()
     _walk_group(found, "all", data["all"], data.key_loc("all"), "all", errors)
@@ -281,19 +281,19 @@ class _VarsFolder:
 
 
 def _not_vars_file(path: Path) -> SourceError:
-    return SourceError(Loc(loader.display_path(path), 0), "", f"not a variables file: Ansible reads only {', '.join(VARS_SUFFIXES)} here")
+    return SourceError(Loc(input_files.display_path(path), 0), "", f"not a variables file: Ansible reads only {', '.join(VARS_SUFFIXES)} here")
 
 
 def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
     try:
-        data = loader.load_inventory_yaml(path)
+        data = input_files.load_inventory_yaml(path)
     except SourceError as exc:
         errors.append(exc)
         return None
     if data is None:
         return None
     if not isinstance(data, LineDict):
-        errors.append(SourceError(Loc(loader.display_path(path), 1), "", "expected a mapping of variables"))
+        errors.append(SourceError(Loc(input_files.display_path(path), 1), "", "expected a mapping of variables"))
         return None
     return data
 
@@ -306,7 +306,7 @@ def _host_data(
 ) -> tuple[LineDict, Loc] | None:
     """A host's variables from every place they may be, and where they are (its file, else hosts.yml)."""
     files = host_vars.paths(name, errors)
-    primary = Loc(loader.display_path(files[0]), 1) if files else declared
+    primary = Loc(input_files.display_path(files[0]), 1) if files else declared
     if not inline and len(files) == 1:  # the usual case: one host_vars file, read as is
         unreadable = len(errors)
         values = _read_vars_file(files[0], errors)
@@ -327,7 +327,7 @@ def _host_data(
         return None
     if not data:
         if not files:
-            shown = loader.display_path(host_vars.base / f"{name}.yml")
+            shown = input_files.display_path(host_vars.base / f"{name}.yml")
             errors.append(SourceError(declared, name, f"no variables for this host (expected {shown})"))
         else:
             errors.append(SourceError(primary, "", "expected a mapping of host variables"))
@@ -365,7 +365,7 @@ def _split_host_data(data: LineDict, errors: list[SourceError]) -> tuple[LineDic
 def _apply_host_vars(node: Host | Switch, data: LineDict, where: Loc, errors: list[SourceError]) -> None:
     owned, user = _split_host_data(data, errors)
     try:
-        values: schema.HostVars = loader.parse(schema.HostVars, owned, where)
+        values: schema.HostVars = input_files.parse(schema.HostVars, owned, where)
     except BadInput as exc:
         errors.extend(exc.errors)
         return
@@ -401,13 +401,13 @@ def _group_vars(
     folder = _VarsFolder(base, errors)
     names = list(dict.fromkeys([*found.group_vars, *folder.names()]))
     result: dict[str, GroupVars] = {}
-    settings = _sourced(Loc(loader.display_path(base / "all.yml"), 1))
+    settings = _sourced(Loc(input_files.display_path(base / "all.yml"), 1))
     for name in names:
         sources: list[tuple[str, LineDict, Loc]] = []
         for values in found.group_vars.get(name, []):
             sources.append((values.path, values, values.loc))
         for path in folder.paths(name, errors):
-            shown = loader.display_path(path)
+            shown = input_files.display_path(path)
             values = _read_vars_file(path, errors)
             if values is not None:
                 sources.append((shown, values, Loc(shown, 1)))
@@ -471,7 +471,7 @@ def load_inventory(
     Problems are appended to `errors`.
     """
     if not inventory.is_dir():
-        errors.append(SourceError(Loc(loader.display_path(inventory), 0), "", "inventory folder not found (expected hosts.yml, host_vars/)"))
+        errors.append(SourceError(Loc(input_files.display_path(inventory), 0), "", "inventory folder not found (expected hosts.yml, host_vars/)"))
         return schema.GroupVarsAll(), {}, UserInventory()
     hosts_path = inventory / "hosts.yml"
     try:
@@ -484,12 +484,12 @@ def load_inventory(
     for name, node in {**hosts, **switches}.items():
         managed = not isinstance(node, Switch) or node.os != "unmanaged"
         if name not in found.hosts and managed:
-            errors.append(SourceError(node.loc, name, f"placed in the site design but missing from {loader.display_path(hosts_path)}"))
+            errors.append(SourceError(node.loc, name, f"placed in the site design but missing from {input_files.display_path(hosts_path)}"))
     group_vars, settings_data = _group_vars(inventory, found, errors)
     settings = schema.GroupVarsAll()
     if settings_data:
         try:
-            settings = loader.parse(schema.GroupVarsAll, settings_data, settings_data.loc)
+            settings = input_files.parse(schema.GroupVarsAll, settings_data, settings_data.loc)
         except BadInput as exc:
             errors.extend(exc.errors)
     unlisted = _unlisted_host_vars(host_vars, found, unresolved)
@@ -531,5 +531,5 @@ def _unlisted_host_vars(host_vars: _VarsFolder, found: _HostsFile, unresolved: s
     for name in host_vars.names():
         if name not in found.hosts and name not in unresolved:
             files = host_vars.paths(name, [])
-            unlisted[name] = Loc(loader.display_path(files[0] if files else host_vars.base / name), 1)
+            unlisted[name] = Loc(input_files.display_path(files[0] if files else host_vars.base / name), 1)
     return unlisted
