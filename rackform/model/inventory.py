@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackform.k8s.names import renamed_message
+from rackform.model.kubespray_names import renamed_message
 from rackform.model import input_files, schema
 from rackform.model.site import Host, Switch
 from rackform.model.source import BadInput, LineDict, Loc, SourceError, VaultValue

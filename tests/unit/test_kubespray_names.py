@@ -1,5 +1,5 @@
 """Kubespray's variable and group names: rendered, read by the roles, and the former names refused
-at their file:line (rackform/k8s/names.py, docs/kubernetes.md)."""
+at their file:line (rackform/model/kubespray_names.py, docs/kubernetes.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from rackform.checks import run_checks
 from rackform.cli import main
-from rackform.k8s.names import RENAMED_VARIABLES
+from rackform.model.kubespray_names import RENAMED_VARIABLES
 from rackform.model.loader import load_site
 from rackform.render import render_files
 from rackform.model.source import BadInput
