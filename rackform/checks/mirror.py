@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from rackform.checks.registry import check
 from rackform.checks.findings import Finding
-from rackform.k8s.versions import Matrix, load_matrix
+from rackform.model.versions import Matrix, load_matrix
 from rackform.model.site import Site
 from rackform.model.source import Loc, SourceError
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from rackform.checks.registry import check
 from rackform.checks.findings import Finding
 from rackform.k8s.platform import load_platform
-from rackform.k8s.versions import Conflict, conflicts, load_matrix
+from rackform.model.versions import Conflict, conflicts, load_matrix
 from rackform.model.site import Host, Site
 from rackform.model.source import Loc, SourceError
 

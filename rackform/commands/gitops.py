@@ -207,7 +207,7 @@ def gitops_files(site, repo_url: str, branch: str) -> dict[str, bytes]:
     from rackform.k8s.cni import matrix_root
     from rackform.k8s.manifests import after_release_manifests, helm_releases, platform_manifests
     from rackform.k8s.platform import load_platform
-    from rackform.k8s.versions import load_matrix
+    from rackform.model.versions import load_matrix
     from rackform.render import yamltext
     from rackform.render.platform_files import file_header, manifest_files
 
@@ -245,7 +245,7 @@ def unset_repositories(site) -> list[str]:
     from rackform.k8s.cni import matrix_root
     from rackform.k8s.manifests import helm_releases
     from rackform.k8s.platform import load_platform
-    from rackform.k8s.versions import load_matrix
+    from rackform.model.versions import load_matrix
 
     releases = helm_releases(site, load_platform(site), load_matrix(matrix_root(site)))
     return sorted({release.repository_alias for release in releases if not release.repository_set})

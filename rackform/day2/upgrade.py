@@ -27,7 +27,7 @@ def parse(version: str) -> tuple[int, int]:
 def check_step(site: Site, root, target: str) -> list[str]:
     """Notes about the step (empty when plain); BadInput listing everything that must change first."""
     from rackform.k8s.platform import load_platform
-    from rackform.k8s.versions import conflicts, kubernetes_minor, load_matrix
+    from rackform.model.versions import conflicts, kubernetes_minor, load_matrix
 
     if site.kubernetes is None:
         raise refuse(site.loc, "kubernetes", "the site has no Kubernetes section: nothing to upgrade")

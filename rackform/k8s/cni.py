@@ -32,7 +32,7 @@ import json
 from rackform.k8s.manifests import Manifest
 from rackform.k8s.rdma import NAD_GROUP, nad_crd, rdma_attachments
 from rackform.k8s.site_mirror import image
-from rackform.k8s.versions import Matrix, load_matrix
+from rackform.model.versions import Matrix, load_matrix
 from rackform.model.site import Site
 
 MULTUS_NAMESPACE = "kube-system"

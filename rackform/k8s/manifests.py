@@ -19,7 +19,7 @@ from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_va
 from rackform.k8s.platform import PlatformDesign, Tenant
 from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
 from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
-from rackform.k8s.versions import Matrix
+from rackform.model.versions import Matrix
 from rackform.model.site import Site
 
 Manifest = dict[str, Any]

@@ -22,7 +22,7 @@ def release_pins(root: Path, site_name: str | None = None, version: str | None =
     """The pins of the release named by `version`, else by the site's design, else the matrix default.
 
     BadInput (file:line of the matrix's `kubernetes.carried`) for a release the mirror does not carry."""
-    from rackform.k8s.versions import load_matrix
+    from rackform.model.versions import load_matrix
     from rackform.model.source import BadInput, Loc, SourceError
 
     matrix = load_matrix(root)

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from rackform.model import schema
 from rackform.model.site import Site
 from rackform.model.source import BadInput, LineDict, LineList, Loc, SourceError
+from rackform.model.versions import load_matrix
 
 DEFAULTS_FILE = Path("topologies") / "defaults.yaml"
 PROFILES_DIR = Path("topologies") / "profiles"
@@ -227,8 +228,6 @@ def _with_kubernetes_version(data: LineDict, root: Path) -> LineDict:
     kubernetes = data.get("kubernetes")
     if not isinstance(kubernetes, LineDict) or "version" in kubernetes:
         return data
-    from rackform.k8s.versions import load_matrix  # the matrix module reads the model's source helpers
-
     try:
         matrix = load_matrix(root)
     except SourceError as exc:

@@ -33,7 +33,7 @@ from rackform.k8s.manifests import (
     platform_manifests,
 )
 from rackform.k8s.platform import load_platform
-from rackform.k8s.versions import MATRIX_PATH, load_matrix
+from rackform.model.versions import MATRIX_PATH, load_matrix
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
 from rackform.render import yamltext
