@@ -29,11 +29,14 @@ from typing import Any
 
 import json
 
-from rackform.k8s.manifests import Manifest
 from rackform.k8s.rdma import NAD_GROUP, nad_crd, rdma_attachments
 from rackform.k8s.site_mirror import image
 from rackform.model.versions import Matrix, load_matrix
 from rackform.model.site import Site
+
+# Its own alias, as in the other k8s modules: the platform's manifests (rackform.k8s.manifests)
+# ask this module whether Multus is installed, so it must not import them.
+Manifest = dict[str, Any]
 
 MULTUS_NAMESPACE = "kube-system"
 MULTUS_IMAGE = "multus-cni"

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackform.k8s import site_mirror
 from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
+from rackform.k8s.cni import multus_left_out
 from rackform.k8s.data_sets import claim_protection, tenant_data_set_manifests
 from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_values, sharing_manifests
 from rackform.k8s.platform import PlatformDesign, Tenant
@@ -209,8 +211,6 @@ def tenant_attachments(site: Site, design: PlatformDesign, tenant: Tenant, matri
     """The RDMA rails in the tenant's namespace; only with the RDMA shared device plugin, whose
     resource the attachments name (SR-IOV networks are the SR-IOV operator's own objects), and
     only where the kubernetes stage installs Multus, whose CRD they are."""
-    from rackform.k8s.cni import multus_left_out
-
     if matrix is not None and site.kubernetes is not None and multus_left_out(site, matrix):
         return []
     return rdma_attachments(site, tenant.name) if design.network == "rdma_shared" else []
@@ -335,8 +335,6 @@ def kueue_values(site: Site, chart_version: str) -> dict[str, Any]:
     The chart as the module carries it names a moving staging tag (`release-0.17`, pulled
     Always): the image is pinned to the release's own tag, `v<chart version>`, as the site
     mirror's bundle pushes it, and pulled only when the node lacks it."""
-    from rackform.k8s import site_mirror
-
     manager: dict[str, Any] = {"nodeSelector": {CONTROL_PLANE_ROLE: ""},
                                "tolerations": [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}]}
     registry = site_mirror.registry(site)
@@ -352,8 +350,6 @@ def repository_url(alias: str, design: PlatformDesign, site: Site | None = None)
     if alias in design.helm_repositories:
         return design.helm_repositories[alias]
     if alias == SITE_MIRROR_CHARTS and site is not None:
-        from rackform.k8s import site_mirror
-
         url = site_mirror.charts_url(site)
         if url is not None:
             return url
