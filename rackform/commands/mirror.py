@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
     from rackform.mirror import MirrorError
     from rackform.mirror.bundle import bundle_path, release_pins
 
-    pins = release_pins(args.root, args.site, args.kubernetes)  # BadInput: exit 2 before anything is built
+    version = args.kubernetes
+    if version is None and args.site is not None:
+        version = _pinned_release(args.site, args.root)
+    pins = release_pins(args.root, version=version)  # BadInput: exit 2 before anything is built
     bundle = bundle_path(pins.kubernetes, args.bundles)
     try:
         if args.mirror_command == "build":
@@ -60,6 +63,15 @@ def run(args: argparse.Namespace) -> int:
     except MirrorError as error:
         print(f"rackform mirror: {error}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _pinned_release(site_name: str, root: Path) -> str | None:
+    """The Kubernetes release the site pins, once its design passes the checks (a rejected
+    design is bad input, exit 2, and nothing is built)."""
+    from rackform.pipeline import load_and_check
+
+    site, _warnings = load_and_check(site_name, root)
+    return site.kubernetes.version if site.kubernetes else None
 
 
 def _build(args: argparse.Namespace, pins, bundle: Path) -> int:

@@ -21,15 +21,17 @@ def bundle_path(kubernetes_version: str, bundles_dir: Path | None = None) -> Pat
 def release_pins(root: Path, site_name: str | None = None, version: str | None = None) -> ReleasePins:
     """The pins of the release named by `version`, else by the site's design, else the matrix default.
 
+    The design is only loaded here, not checked: that is the pipeline's, a layer above the
+    mirror (`rackform mirror` checks it before it asks for the pins).
     BadInput (file:line of the matrix's `kubernetes.carried`) for a release the mirror does not carry."""
     from rackform.model.versions import load_matrix
     from rackform.model.source import BadInput, Loc, SourceError
 
     matrix = load_matrix(root)
     if version is None and site_name is not None:
-        from rackform.pipeline import load_and_check
+        from rackform.model.loader import load_site
 
-        site, _warnings = load_and_check(site_name, root)
+        site = load_site(site_name, root)
         version = site.kubernetes.version if site.kubernetes else None
     version = version or matrix.kubernetes_default
     release = matrix.carried.get(version)
