@@ -1,56 +1,24 @@
 """The one pipeline both front doors drive: the `rackform` CLI and the Pulumi program.
 
 load -> preflight checks -> render -> run stages in order -> verify. The stage order
-is defined here once; the CLI, the emitted `site.yml` and the Pulumi resource
-dependencies all read it from `STAGES`. Running stages is one function,
-`rackform.run.stages.run_stages`, called by `rackform deploy` and by the Pulumi
-`Playbook` provider alike; `stage_digests` is what both record and compare.
+is defined once, in `rackform.stages` (offered here too as `STAGES`); the CLI, the
+emitted `site.yml` and the Pulumi resource dependencies all read it. Running stages
+is one function, `rackform.run.stages.run_stages`, called by `rackform deploy` and by
+the Pulumi `Playbook` provider alike; `stage_digests` is what both record and compare.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.checks import Finding, run_checks
 from rackform.model.loader import load_site
 from rackform.model.site import Site
 from rackform.model.source import BadInput, SourceError
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    name: str
-    playbook: str | None
-    """The emitted playbook that runs it; None where Pulumi (not Ansible) acts."""
-    summary: str
-
-
-STAGES: tuple[Stage, ...] = (
-    Stage("provision", "provision.yml", "BMCs reachable and hardened, hosts powered on from the right boot device"),
-    Stage("fabric", "fabric.yml", "switch baseline and lossless RoCE on switches and hosts"),
-    Stage("os", "os.yml", "the site mirror served and every server pointed at it; base OS: hostname, /etc/hosts, "
-                          "time sync, sysctls, fabric MTU"),
-    Stage("storage", "storage.yml", "data sets served over NFS from the storage blocks, their clients ready to read them"),
-    Stage("kubernetes", "kubernetes.yml", "container runtime and Kubernetes bootstrap"),
-    Stage("platform", None, "GPU platform on the cluster: build/<site>/platform/ (kubectl and helm, or pulumi-kubernetes)"),
-    Stage("verify", "verify.yml", "post-deploy checks on every host"),
-)
-STAGE_NAMES = tuple(stage.name for stage in STAGES)
-
-STORAGE_STAGE = "storage"
-NOT_APPLICABLE = {STORAGE_STAGE: "the site serves no data sets (no data_sets in its design)"}
-"""Stage -> why a site may have nothing for it to do: its playbook is then not rendered, the
-stage has no digest, and a deploy reports it as not run with this reason."""
-
-
-def stage_not_applicable(site: Site, stage: str) -> str | None:
-    """Why `site` has nothing for `stage` to do, or None."""
-    if stage == STORAGE_STAGE and not site.data_sets:
-        return NOT_APPLICABLE[stage]
-    return None
+from rackform.stages import (NOT_APPLICABLE, STAGE_NAMES, STAGES, STORAGE_STAGE, VERIFY_STAGE, Stage,
+                             stage_not_applicable)
 
 
 class DesignRejected(Exception):
@@ -92,9 +60,6 @@ def rendered_findings(site: Site) -> list[Finding]:
 
 def build_dir(root: Path, site_name: str) -> Path:
     return Path(root) / "build" / site_name
-
-
-VERIFY_STAGE = "verify"
 
 
 def stage_digests(files: Mapping[str, bytes]) -> dict[str, str]:
@@ -141,5 +106,5 @@ INPUT_HASH_CHARS = 16
 """64 bits of sha256 per file: enough to tell versions of one file apart, short in state files."""
 
 
-__all__ = ["STAGES", "STAGE_NAMES", "Stage", "DesignRejected", "load_and_check", "build_dir", "stage_digests",
-           "stage_inputs", "BadInput", "SourceError"]
+__all__ = ["STAGES", "STAGE_NAMES", "Stage", "NOT_APPLICABLE", "STORAGE_STAGE", "VERIFY_STAGE", "stage_not_applicable",
+           "DesignRejected", "load_and_check", "build_dir", "stage_digests", "stage_inputs", "BadInput", "SourceError"]

@@ -34,7 +34,7 @@ from functools import lru_cache
 import yaml
 
 from rackform.collection import FQCN, PROJECT_DIR, short_name
-from rackform.pipeline import STAGES
+from rackform.stages import STAGES
 from rackform.role_code import module_utils_imports
 from rackform.render.groups import host_groups
 from rackform.render.rendered_yaml import RenderedYaml

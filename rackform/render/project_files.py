@@ -1,7 +1,7 @@
 """The project's own files: playbooks, ansible.cfg, README and lint settings.
 
 Playbooks come from `templates/playbooks/`: one template per Ansible stage of
-`rackform.pipeline.STAGES` (named after its playbook), `validate.yml` and
+`rackform.stages.STAGES` (named after its playbook), `validate.yml` and
 `site.yml`, which imports them all in stage order, and the maintenance playbooks
 (`upgrade-cluster.yml`, `scale.yml`), run by hand.
 """
@@ -14,7 +14,7 @@ import jinja2
 
 from rackform.model.loader import site_paths
 from rackform.model.site import Site
-from rackform.pipeline import STAGES, stage_not_applicable
+from rackform.stages import STAGES, stage_not_applicable
 from rackform.render.assets import project_templates
 from rackform.render.groups import SERVER_GROUPS
 from rackform.render.known_hosts import KNOWN_HOSTS_FILE, host_key_checking
