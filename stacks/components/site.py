@@ -6,8 +6,6 @@
     ├── SwitchGroup lab-compute-leaf-r1, lab-compute-spine, lab-oob-r1
     ├── Playbook lab-provision -> lab-fabric -> lab-os -> lab-kubernetes
     ├── GpuPlatform lab-platform   (the platform stage; components/platform.py)
-    │   ├── Provider lab-platform-k8s          (kubeconfig: the secret output of lab-kubernetes)
-    │   ├── Namespace lab-platform-namespace-* (protected, retained)
     │   └── Playbook lab-platform-apply        (stage "platform": kubectl + helm, as `rackform deploy`)
     └── Playbook lab-verify        (after lab-platform-apply)
 
@@ -30,23 +28,10 @@ from components.switches import SwitchGroup, switch_groups
 from providers.baremetal import BareMetalNode, BareMetalNodeArgs
 from providers.playbook import Playbook, PlaybookArgs
 
-from rackform.k8s.platform import load_platform
-from rackform.k8s.versions import load_matrix
 from rackform.model.site import Site
 
 RESOURCE_WARNING_COUNT = 1000
 """Above this many resources a stack's preview takes minutes: say so."""
-NO_CLUSTER_KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters: [{name: none, cluster: {server: "https://kubeconfig-not-fetched.invalid:6443"}}]
-contexts: [{name: none, context: {cluster: none, user: none}}]
-current-context: none
-users: [{name: none, user: {}}]
-"""
-"""What the platform's provider gets while the bootstrap has fetched no kubeconfig: a
-cluster that cannot resolve, so the platform fails visibly instead of the provider
-falling back to the ambient ~/.kube/config of whoever runs `pulumi up`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +66,16 @@ class SiteCluster(pulumi.ComponentResource):
         self.switch_groups = self._create_switch_groups(name, site)
         # The components themselves do nothing to wait for: every switch, Onyx and Cumulus,
         # is configured by the fabric stage. A block's BareMetalNodes wait for provision.
-        platform = self._platform_maker(name, site, args.root) if site.kubernetes is not None else None
+        platform = self._platform_maker(name, site) if site.kubernetes is not None else None
         self.stage_resources = stage_chain(name, site.name, args.root, args.stage_digests, self, platform)
         self.playbooks = {stage: r for stage, r in self.stage_resources.items() if isinstance(r, Playbook)}
         self.nodes = (self._create_nodes(name, site, args.root, self.playbooks.get("provision"))
                       if args.bare_metal_nodes else {})
         self.platform: GpuPlatform | None = self.stage_resources.get("platform")
+        bootstrap = self.playbooks.get("kubernetes")
+        self.kubeconfig: pulumi.Output[str] | None = (
+            None if bootstrap is None else pulumi.Output.secret(bootstrap.kubeconfig))
+        """The cluster's admin kubeconfig (secret; '' until the kubernetes stage fetched one)."""
         self._warn_if_large(name)
         outputs = {
             "site": site.name,
@@ -135,16 +124,13 @@ class SiteCluster(pulumi.ComponentResource):
                 )
         return nodes
 
-    def _platform_maker(self, name: str, site: Site, root: str):
+    def _platform_maker(self, name: str, site: Site):
         """The platform stage: a GpuPlatform on the cluster the kubernetes-stage Playbook bootstraps."""
-        design, matrix = load_platform(site), load_matrix(root)
 
         def make(bootstrap: Playbook, apply: PlaybookArgs, after: list[pulumi.Resource]) -> GpuPlatform:
-            kubeconfig = bootstrap.kubeconfig.apply(lambda fetched: fetched or NO_CLUSTER_KUBECONFIG)
             return GpuPlatform(
                 f"{name}-platform",
-                GpuPlatformArgs(site=site, design=design, matrix=matrix, kubeconfig=kubeconfig, apply=apply,
-                                after=after),
+                GpuPlatformArgs(site=site, kubeconfig=bootstrap.kubeconfig, apply=apply, after=after),
                 pulumi.ResourceOptions(parent=self, depends_on=after),
             )
 

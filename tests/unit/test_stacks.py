@@ -26,7 +26,7 @@ if str(STACKS) not in sys.path:
     sys.path.insert(0, str(STACKS))
 
 from components.blocks import BLOCK_COMPONENTS, DgxNode, component_for  # noqa: E402
-from components.site import NO_CLUSTER_KUBECONFIG, SiteCluster, SiteClusterArgs  # noqa: E402
+from components.site import SiteCluster, SiteClusterArgs  # noqa: E402
 
 from rackform.checks.findings import Finding  # noqa: E402
 from rackform.model.source import Loc  # noqa: E402
@@ -130,7 +130,7 @@ class Built:
     """Resolved outputs of the block and switch-group components, by device / group name."""
     kubeconfig_value: str | None = None
     kubeconfig_secret: bool | None = None
-    """The kubeconfig the platform's provider got, and whether it is a secret Output."""
+    """The kubeconfig the site exports (the stack's `kubeconfig` output), and whether it is a secret Output."""
 
 
 def build_site(site_name: str) -> Built:
@@ -147,10 +147,10 @@ def build_site(site_name: str) -> Built:
             for name, component in components.items()
         }
         done = [pulumi.Output.from_input(resolved).apply(built.outputs.update)]
-        platform = built.cluster.platform
-        if platform is not None:
-            done.append(platform.kubeconfig.apply(lambda value: setattr(built, "kubeconfig_value", value)))
-            done.append(pulumi.Output.from_input(platform.kubeconfig.is_secret()).apply(
+        kubeconfig = built.cluster.kubeconfig
+        if kubeconfig is not None:
+            done.append(kubeconfig.apply(lambda value: setattr(built, "kubeconfig_value", value)))
+            done.append(pulumi.Output.from_input(kubeconfig.is_secret()).apply(
                 lambda secret: setattr(built, "kubeconfig_secret", secret)))
         return pulumi.Output.all(*done)
 
@@ -241,16 +241,10 @@ def test_stages_run_in_pipeline_order(built: Built):
                                                       if stage_not_applicable(site, stage.name) is None]
 
 
-def namespaces_of(built: Built) -> set[str]:
-    return {r.name for r in built.monitor.by_type("kubernetes:core/v1:Namespace")}
-
-
 def test_each_stage_depends_on_the_previous_one(built: Built):
-    """The platform Playbook also waits for the namespaces it applies into."""
     stages = built.monitor.by_type(PLAYBOOK_TYPE)
     chain = [(r.name, set(r.dependencies)) for r in stages]
-    expected = [(s.name, {previous.name} | (namespaces_of(built) if s.inputs["stage"] == "platform" else set()))
-                for previous, s in zip(stages, stages[1:])]
+    expected = [(s.name, {previous.name}) for previous, s in zip(stages, stages[1:])]
     assert chain[1:] == expected
 
 
@@ -329,17 +323,13 @@ def test_the_platform_depends_on_the_bootstrap(lab: Built):
     assert lab.monitor.named("lab-platform").dependencies == ["lab-kubernetes"]
 
 
-def test_the_platform_provider_gets_the_kubeconfig_as_a_secret(lab: Built):
+def test_the_site_exports_the_bootstraps_kubeconfig_as_a_secret(lab: Built):
+    """What a user's own stack of workloads reads through a StackReference (examples/workloads/)."""
     assert lab.kubeconfig_secret is True
 
 
-def test_without_a_fetched_kubeconfig_the_provider_points_at_no_cluster(lab: Built):
-    """Never the ambient ~/.kube/config of whoever runs `pulumi up`."""
-    assert lab.kubeconfig_value == NO_CLUSTER_KUBECONFIG
-
-
 def test_verify_waits_for_the_platform_playbook(lab: Built):
-    """Which waits for the namespaces and the bootstrap: verify runs after the whole platform."""
+    """Which waits for the bootstrap: verify runs after the whole platform."""
     assert lab.monitor.named("lab-verify").dependencies == ["lab-platform-apply"]
 
 
