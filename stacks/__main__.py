@@ -7,6 +7,7 @@ is loaded and checked by the same pipeline as the CLI; a design with errors stop
 here, before any resource is registered.
 """
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from components.site import SiteCluster, SiteClusterArgs
 from components.stages import stage_digests
 
 from rackform.pipeline import BadInput, DesignRejected, load_and_check
+from rackform.run.sitelock import SiteLocked, site_lock
 
 def project_root() -> Path:
     """The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT
@@ -71,6 +73,38 @@ def one_stack_per_site(site_name: str, stack: str, project_dir: Path = ROOT) -> 
             f"`pulumi up -s {others[0]}`, or give this stack another site with rackform:site")
 
 
+SECRET_KEYS = ("vaultPassword", "switchPassword")
+"""Not declared in Pulumi.yaml (the engine allows no default for a secret key), so checked here."""
+
+
+def secrets_set_with_secret(config: pulumi.Config) -> None:
+    """Refuse a password set in plaintext (it would sit readable in Pulumi.<stack>.yaml)."""
+    plain = [key for key in SECRET_KEYS
+             if config.get(key) is not None and not pulumi.runtime.is_config_secret(config.full_key(key))]
+    if plain:
+        keys = ", ".join(f"rackform:{key}" for key in plain)
+        raise pulumi.RunError(
+            f"stack config {keys} is set in plaintext in Pulumi.{pulumi.get_stack()}.yaml; set it with "
+            f"`pulumi config set --secret rackform:{plain[0]} -s {pulumi.get_stack()}` (it prompts) and commit the "
+            f"encrypted value")
+
+
+def hold_site_lock(name: str) -> contextlib.ExitStack:
+    """The site's lock for the whole `pulumi up` (the program lives until the engine has finished
+    every resource, and the kernel drops the lock when it ends, Ctrl-C included). The stage runs of
+    the engine's provider process share it (rackform.run.sitelock); a `rackform deploy`, `maintain`,
+    `node ...` or a second `pulumi up` of the site is refused while it is held. A preview changes
+    nothing and takes no lock."""
+    held = contextlib.ExitStack()
+    if pulumi.runtime.is_dry_run():
+        return held
+    try:
+        held.enter_context(site_lock(ROOT, name))
+    except SiteLocked as locked:
+        raise pulumi.RunError(str(locked)) from None
+    return held
+
+
 def bare_metal_nodes(config: pulumi.Config) -> bool:
     """Stack config `rackform:bareMetalNodes` (default true): one BareMetalNode per server."""
     try:
@@ -82,9 +116,11 @@ def bare_metal_nodes(config: pulumi.Config) -> bool:
 
 
 config = pulumi.Config("rackform")
+secrets_set_with_secret(config)
 site_name = config.get("site") or pulumi.get_stack()
 one_stack_per_site(site_name, pulumi.get_stack())
 site = checked_site(site_name)
+RUN_LOCK = hold_site_lock(site.name)
 cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site),
                                                  bare_metal_nodes=bare_metal_nodes(config)))
 
@@ -92,3 +128,7 @@ pulumi.export("site", cluster.site)
 pulumi.export("hosts", cluster.hosts)
 pulumi.export("power_w", cluster.power_w)
 pulumi.export("stages", cluster.stages)
+if cluster.kubeconfig is not None:
+    # For a user's own stack of workloads (pulumi-kubernetes through a StackReference:
+    # examples/workloads/); stored encrypted, shown as [secret].
+    pulumi.export("kubeconfig", cluster.kubeconfig)

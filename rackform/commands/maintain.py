@@ -73,6 +73,17 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("dry run: nothing was done")
         return EXIT_OK
+    from rackform.run.sitelock import SiteLocked, site_lock
+
+    try:
+        with site_lock(args.root, site.name, say=print):  # no deploy, rollout or `pulumi up` in between
+            return _batches(args, site, plan)
+    except SiteLocked as locked:
+        print(f"rackform: maintain {site.name}: {locked}; nothing was done", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _batches(args: argparse.Namespace, site, plan: list[list[str]]) -> int:
     started = time.monotonic()
     done: list[str] = []
     for number, batch in enumerate(plan, 1):

@@ -75,11 +75,16 @@ def run(args: argparse.Namespace) -> int:
     from rackform.fabric.live import LiveError
     from rackform.ipmi import discovery
     from rackform.ipmi.credentials import CredentialsUnavailable
+    from rackform.run.sitelock import SiteLocked, site_lock
 
     started = time.monotonic()
     try:
         flow = {"add": _add, "remove": _remove, "replace": _replace}[args.node_command]
-        code = flow(args)
+        with site_lock(args.root, args.site, say=print):  # no deploy, rollout or `pulumi up` in between
+            code = flow(args)
+    except SiteLocked as locked:
+        print(f"rackform: node {args.node_command} {args.site}: {locked}; nothing was done", file=sys.stderr)
+        code = EXIT_FAILED
     except discovery.RangeError as error:
         print(f"rackform: --oob: {error}", file=sys.stderr)
         code = EXIT_BAD_INPUT

@@ -7,6 +7,12 @@ rollout killed by a signal or a crash never leaves a lock that blocks the next r
 The file stays behind with the dead owner's line, so the next run can say that the
 previous one ended without finishing. Taking a lock this process already holds
 (a rollout's lock, then the stage runner's) nests instead of blocking.
+
+`pulumi up` is several processes: its program holds the site's lock for the whole run
+(`stacks/__main__.py`; the program lives until the engine has finished every resource), and
+the engine's dynamic-provider process runs the stages. The owner line names the Pulumi engine
+process a holder runs under; a process under the same engine shares the lock, any other
+process (`rackform deploy`, a second `pulumi up`) is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -31,9 +38,38 @@ def lock_path(root: Path, site: str) -> Path:
     return Path(root) / LOCKS_DIR / f"{site}.lock"
 
 
+ENGINE_NAME = "pulumi"
+"""The Pulumi CLI's process name: the engine every process of one `pulumi up` runs under."""
+ENGINE_MARK = re.compile(r"\[pulumi engine (\d+)\]")
+
+
+def engine_pid(pid: int | None = None) -> int | None:
+    """The nearest ancestor process that is the Pulumi engine, or None outside a Pulumi run."""
+    current = os.getpid() if pid is None else pid
+    while current > 1:
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+        except OSError:
+            return None
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split at the last ')'.
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name == ENGINE_NAME:
+            return current
+        current = int(stat[stat.rindex(")") + 2:].split()[1])
+    return None
+
+
 def _owner_line() -> str:
     command = " ".join(os.path.basename(arg) if i == 0 else arg for i, arg in enumerate(sys.argv[:6]))
-    return f"pid {os.getpid()} on {socket.gethostname()}: {command}\n"
+    engine = engine_pid()
+    under = f" [pulumi engine {engine}]" if engine is not None else ""
+    return f"pid {os.getpid()} on {socket.gethostname()}: {command}{under}\n"
+
+
+def _same_engine(owner: str) -> bool:
+    """Whether the lock's holder runs under the Pulumi engine this process runs under."""
+    found = ENGINE_MARK.search(owner)
+    return found is not None and int(found.group(1)) == engine_pid()
 
 
 @contextlib.contextmanager
@@ -54,6 +90,9 @@ def site_lock(root: Path, site: str, *, say: Callable[[str], None] | None = None
         except BlockingIOError:
             handle.seek(0)
             owner = handle.read().strip() or "another process"
+            if _same_engine(owner):  # this `pulumi up`'s own program holds it for the whole run
+                yield
+                return
             raise SiteLocked(f"site {site} is being deployed by {owner} (lock {path}); "
                              f"wait for it to finish") from None
         handle.seek(0)
