@@ -98,9 +98,30 @@ def make_site_files():
 
 
 @pytest.fixture()
-def fleet_root(tmp_path: Path, monkeypatch) -> Path:
+def built_bundles(tmp_path_factory, monkeypatch) -> Path:
+    """A controller that ran `rackform mirror build` for every release the matrix carries: a
+    bundles folder (here: only each bundle's manifest, no artifacts), which a deploy of a stage
+    serving the site mirror needs (rackform.run.bundle_preflight). A child rackform finds it
+    through $RACKFORM_MIRROR_BUNDLES."""
+    from rackform.k8s.versions import load_matrix
+    from rackform.mirror import bundle
+    from rackform.mirror.manifest import Manifest
+
+    bundles = tmp_path_factory.mktemp("bundles")
+    for version in load_matrix(REPO_ROOT).carried:
+        folder = bundle.bundle_path(version, bundles)
+        folder.mkdir()
+        Manifest(version, "source").write(folder)
+    monkeypatch.setattr(bundle, "BUNDLES_DIR", bundles)
+    monkeypatch.setenv("RACKFORM_MIRROR_BUNDLES", str(bundles))
+    return bundles
+
+
+@pytest.fixture()
+def fleet_root(tmp_path: Path, monkeypatch, built_bundles) -> Path:
     """A copy of the repo's sites to deploy without hosts: its own applied state
-    (state/ under the copy), no cluster, and no lab seen as up on this machine."""
+    (state/ under the copy), the site mirror's bundles built, no cluster, and no lab seen
+    as up on this machine."""
     from rackform.run import applied
 
     for folder in INPUT_FOLDERS:

@@ -86,13 +86,32 @@ def bundle_dir(version: str) -> str:
     return str(bundle_path(version))
 
 
+def bundle_manifest(version: str) -> Path:
+    """The bundle's manifest.json on the controller. Its being a file is what "the bundle was
+    built" means (`rackform mirror build` writes it last); the site_mirror role asserts the
+    same before it serves anything (roles/site_mirror/tasks/main.yml)."""
+    from rackform.mirror.manifest import MANIFEST_FILE
+
+    return Path(bundle_dir(version)) / MANIFEST_FILE
+
+
 def bundle_digest(version: str) -> str:
     """The digest of the bundle's manifest.json, or `none` before `rackform mirror build`: in the
     rendered variables, so a rebuilt bundle shows up as a changed os stage in `rackform plan`."""
-    from rackform.mirror.manifest import MANIFEST_FILE, file_digest
+    from rackform.mirror.manifest import file_digest
 
-    manifest = Path(bundle_dir(version)) / MANIFEST_FILE
+    manifest = bundle_manifest(version)
     return file_digest(manifest) if manifest.is_file() else "none"
+
+
+def missing_bundle(site: Site) -> Path | None:
+    """The manifest of the bundle the site's mirror host serves, when this controller lacks it
+    (never built here); None when it is here or the site serves none: no mirror host of its own
+    (the site_mirror play leaves every host alone) or no Kubernetes release to carry."""
+    if site.mirror is None or site.mirror.host is None or site.kubernetes is None or mirror_address(site) is None:
+        return None
+    manifest = bundle_manifest(site.kubernetes.version)
+    return None if manifest.is_file() else manifest
 
 
 def air_gapped(site: Site) -> bool:

@@ -3,7 +3,9 @@
 `rackform deploy` calls `run_stages` with every stage (or those chosen); the Pulumi
 `Playbook` provider calls it with one stage from `create`/`update`. Either way:
 
-1. load and check the design (`rackform.pipeline.load_and_check`);
+1. load and check the design (`rackform.pipeline.load_and_check`), and refuse a run whose
+   stages serve the site mirror while its bundle was never built here
+   (`rackform.run.bundle_preflight`);
 2. under the site's lock (`rackform.run.sitelock`: one deploying process per site),
    render the project to build/<site>/ (unchanged files stay untouched);
 3. the stage environment (`rackform.run.environment`: SSH key, BMC vault);
@@ -35,6 +37,7 @@ from rackform.pipeline import NOT_APPLICABLE, STAGES, build_dir, load_and_check,
 from rackform.render.writer import WriteResult
 from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
+from rackform.run.bundle_preflight import check_bundle
 from rackform.run.deploy import VALIDATE_PLAYBOOK, DeployReport, Progress, Runner, Step, StepRun, deploy, plan_steps
 from rackform.run.environment import stage_environment
 from rackform.run.sitelock import site_lock
@@ -81,7 +84,9 @@ def run_stages(
 ) -> SiteRun:
     """Render, then run validate.yml and `stages` (all by default) of the site; see the module doc.
 
-    Raises BadInput / DesignRejected for a design with errors (nothing rendered or run),
+    Raises BadInput / DesignRejected for a design with errors (nothing rendered or run), BadInput too
+    when a stage to run serves the site mirror and its bundle was never built here
+    (rackform.run.bundle_preflight: nothing rendered or run),
     StageEnvironmentError when the vault cannot be kept safely, SiteLocked when another
     process deploys the site, PruneRefused when `prune_tenants` names a tenant that is not
     one removed from the design and still on the cluster (rackform.run.retained).
@@ -92,6 +97,8 @@ def run_stages(
     from rackform.render.writer import write_project
 
     files = render_files(site)
+    check_bundle(site, root, files, [stage.playbook for stage in STAGES
+                                     if stage.playbook and (stages is None or stage.name in stages)])
     project_dir = build_dir(root, site.name)
     if prune_tenants:
         if stages is not None and PLATFORM_STAGE not in stages:

@@ -679,7 +679,7 @@ def test_a_live_run_reads_like_the_recording(tmp_path: Path):
 
 
 @pytest.fixture()
-def root(tmp_path: Path) -> Path:
+def root(tmp_path: Path, built_bundles) -> Path:
     for folder in ("topologies", "inventories"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     return tmp_path

@@ -357,7 +357,7 @@ def test_kubernetes_stage_without_a_fetched_kubeconfig_returns_empty(site_root: 
     assert PlaybookProvider().create(stage_props(site_root, "kubernetes")).outs["kubeconfig"] == ""
 
 
-def test_other_stages_never_return_the_kubeconfig(site_root: Path, runs):
+def test_other_stages_never_return_the_kubeconfig(site_root: Path, runs, built_bundles):
     artifact = site_root / "build" / "lab" / "artifacts" / "kubeconfig"
     artifact.parent.mkdir(parents=True, exist_ok=True)
     artifact.write_text("apiVersion: v1\nkind: Config\n")

@@ -1,0 +1,58 @@
+"""Refuse a run that would serve the site mirror without its bundle, before anything changes.
+
+The os stage's first play (and upgrade-cluster.yml's) runs role site_mirror on the mirror host,
+which reads the bundle of the site's Kubernetes release from this controller
+(`rackform mirror build` fills it). Without it every stage before would run, changing every
+host, and then every node would fail in the os stage. So the stage runner asks first: when a
+playbook about to run serves the mirror and the bundle is missing (`site_mirror.missing_bundle`,
+the fact the role asserts too), the run is bad input naming the command that builds it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import yaml
+
+from rackform.k8s.site_mirror import missing_bundle
+from rackform.model.site import Site
+from rackform.model.source import BadInput, SourceError
+
+MIRROR_ROLE = "rackform.site.site_mirror"
+
+
+def serves_mirror(playbook: bytes) -> bool:
+    """Whether a rendered playbook runs role site_mirror in one of its plays' `roles:`."""
+    plays = yaml.safe_load(playbook) or []
+    return any(_role_name(entry) == MIRROR_ROLE
+               for play in plays if isinstance(play, dict) for entry in play.get("roles") or [])
+
+
+def _role_name(entry: object) -> object:
+    """A play's `roles:` entry is the role's name, or a mapping naming it by `role:` (or `name:`)."""
+    return entry.get("role", entry.get("name")) if isinstance(entry, dict) else entry
+
+
+def check_bundle(site: Site, root: Path, files: Mapping[str, bytes], playbooks: Iterable[str]) -> None:
+    """BadInput when one of `playbooks` (of the rendered `files`) serves the site mirror and this
+    controller lacks the bundle it serves; nothing when the bundle is here or none of them needs it."""
+    manifest = missing_bundle(site)
+    if manifest is None:
+        return
+    serving = [playbook for playbook in playbooks if playbook in files and serves_mirror(files[playbook])]
+    if not serving:
+        return
+    assert site.mirror_loc is not None and site.kubernetes is not None  # a mirror host and a release: missing_bundle
+    command = f"rackform mirror build {site.name}" + _root_option(root)
+    raise BadInput([SourceError(
+        site.origin("mirror.host", site.mirror_loc), "mirror.host",
+        f"the site mirror's bundle of Kubernetes {site.kubernetes.version} was never built on this machine "
+        f"({manifest} is missing), and {', '.join(serving)} serves it to the nodes from here: build it first "
+        f"with `{command}`")])
+
+
+def _root_option(root: Path) -> str:
+    """` --root ROOT` when the command must be run with one to find the site (not run from ROOT)."""
+    return "" if Path(root).resolve() == Path(os.getcwd()).resolve() else f" --root {root}"

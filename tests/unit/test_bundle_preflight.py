@@ -1,0 +1,110 @@
+"""A deploy whose stages serve the site mirror is refused before anything changes when the
+mirror's bundle was never built on this controller (rackform.run.bundle_preflight).
+
+The playbook runs are replaced (no hosts here): what is under test is that nothing runs,
+nothing is rendered and the refusal names the command that builds the bundle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rackform.run.deploy as deploy_module
+from rackform import cli
+from rackform.k8s.site_mirror import bundle_manifest, missing_bundle
+from rackform.model.source import BadInput
+from rackform.pipeline import load_and_check
+from rackform.render.project import render_files
+from rackform.run import applied
+from rackform.run.ansible import HostStats, RunResult
+from rackform.run.bundle_preflight import check_bundle, serves_mirror
+from rackform.run.stages import run_stages
+
+
+@pytest.fixture()
+def no_bundles(tmp_path: Path, monkeypatch) -> Path:
+    """A controller that never ran `rackform mirror build`: an empty bundles folder."""
+    from rackform.mirror import bundle
+
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    monkeypatch.setattr(bundle, "BUNDLES_DIR", bundles)
+    return bundles
+
+
+@pytest.fixture()
+def runs(monkeypatch, site_root: Path) -> list[str]:
+    """The playbooks that ran (each ok on one host); no lab up, state under the copy."""
+    calls: list[str] = []
+
+    def run_playbook(project_dir: Path, playbook: str, **options) -> RunResult:
+        calls.append(playbook)
+        return RunResult(playbook, "successful", 0, {"mgmt-1": HostStats(ok=1)})
+
+    monkeypatch.setattr(deploy_module, "run_playbook", run_playbook)
+    monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
+    monkeypatch.setenv(applied.STATE_DIR_ENV, str(site_root / "state"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    return calls
+
+
+def test_a_deploy_without_the_bundle_is_refused_before_anything_runs(site_root: Path, no_bundles, runs, capsys):
+    assert cli.main(["deploy", "lab", "--root", str(site_root)]) == 2
+    err = capsys.readouterr().err
+    manifest = no_bundles / "kubernetes-1.36.1" / "manifest.json"
+    assert (f"topologies/sites/lab.yaml:78: mirror.host: the site mirror's bundle of Kubernetes 1.36.1 was never "
+            f"built on this machine ({manifest} is missing), and os.yml serves it to the nodes from here: build it "
+            f"first with `rackform mirror build lab --root {site_root}`") in err
+    assert "nothing was changed" in err
+    assert runs == [] and not (site_root / "build").exists() and not (site_root / "state").exists()
+
+
+def test_check_mode_is_refused_too(site_root: Path, no_bundles, runs):
+    """The site_mirror role asserts its bundle in check mode as well."""
+    with pytest.raises(BadInput, match="rackform mirror build lab"):
+        run_stages("lab", site_root, check=True)
+    assert runs == []
+
+
+@pytest.mark.parametrize("stages", [["provision"], ["fabric"], ["kubernetes", "verify"]])
+def test_stages_that_do_not_serve_the_mirror_run_without_it(site_root: Path, no_bundles, runs, stages):
+    run_stages("lab", site_root, stages)
+    assert runs == ["validate.yml", *(f"{stage}.yml" for stage in stages)]
+
+
+def test_a_built_bundle_lets_the_os_stage_run(site_root: Path, built_bundles, runs):
+    run_stages("lab", site_root, ["os"])
+    assert runs == ["validate.yml", "os.yml"]
+
+
+def test_the_refusal_reads_the_bundle_as_the_role_does(lab_site, no_bundles):
+    """One fact: the manifest.json the site_mirror role asserts is a file."""
+    manifest = bundle_manifest("1.36.1")
+    assert missing_bundle(lab_site) == manifest == no_bundles / "kubernetes-1.36.1" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    assert missing_bundle(lab_site) is None
+
+
+def test_a_mirror_the_site_does_not_serve_needs_no_bundle_here(lab_files, no_bundles):
+    """`mirror.address` alone: a machine outside the design serves it; no play of the site's does."""
+    lab_files.edit_site("mirror:\n  host: mgmt-1\n", "mirror:\n  address: 10.10.0.11\n")
+    site, _warnings = load_and_check("lab", lab_files.root)
+    assert missing_bundle(site) is None
+    check_bundle(site, lab_files.root, render_files(site), ["os.yml"])
+
+
+@pytest.fixture(scope="module")
+def lab_render(repo_root: Path) -> dict[str, bytes]:
+    site, _warnings = load_and_check("lab", repo_root)
+    return render_files(site)
+
+
+@pytest.mark.parametrize(("playbook", "serves"), [
+    ("os.yml", True), ("upgrade-cluster.yml", True), ("kubernetes.yml", False), ("provision.yml", False),
+    ("verify.yml", False),
+])
+def test_which_rendered_playbooks_serve_the_mirror(lab_render, playbook: str, serves: bool):
+    assert serves_mirror(lab_render[playbook]) is serves
