@@ -7,13 +7,12 @@ bad input is reported as `file:line: key: message`, never as a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 from rackform import __version__
-from rackform.checks import Finding
+from rackform.commands.report import print_warnings, report_bad_input, report_rejected
 from rackform.lab import LabError  # light: the lab's error type and command runner, nothing of the lab itself
 from rackform.model.site import Site
 from rackform.model.source import BadInput
@@ -130,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rackform: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except BadInput as exc:
-        return _report_bad_input(exc, as_json=getattr(args, "json", False), site=args.site)
+        return report_bad_input(exc, as_json=getattr(args, "json", False), site=args.site)
     except DesignRejected as exc:
-        return _report_rejected(exc, as_json=getattr(args, "json", False), site=args.site)
+        return report_rejected(exc, as_json=getattr(args, "json", False), site=args.site)
     except KeyboardInterrupt:
         print("rackform: interrupted", file=sys.stderr)
         return 130
@@ -143,79 +142,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
-# ---------------------------------------------------------------- reporting
-
-
-def _report_bad_input(exc: BadInput, *, as_json: bool, site: str) -> int:
-    if as_json:
-        errors = [
-            {"file": e.loc.path, "line": e.loc.line, "key": e.key, "message": e.message, "severity": "error", "check": "load"}
-            for e in exc.errors
-        ]
-        print(json.dumps({"site": site, "ok": False, "errors": errors, "warnings": []}, indent=2))
-    for error in exc.errors:
-        print(error, file=sys.stderr)
-    where = f"{site}: " if site else ""
-    print(f"rackform: {where}{len(exc.errors)} error(s) in the input; nothing was changed", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def _report_rejected(exc: DesignRejected, *, as_json: bool, site: str) -> int:
-    errors = [f for f in exc.findings if f.severity == "error"]
-    warnings = [f for f in exc.findings if f.severity == "warning"]
-    if as_json:
-        print(json.dumps(_findings_json(site, errors, warnings), indent=2))
-    for finding in exc.findings:
-        print(finding, file=sys.stderr)
-    print(
-        f"rackform: {site}: {len(errors)} error(s), {len(warnings)} warning(s) in the design; nothing was changed",
-        file=sys.stderr,
-    )
-    return EXIT_BAD_INPUT
-
-
-def _findings_json(site: str, errors: list[Finding], warnings: list[Finding], summary: dict | None = None) -> dict:
-    data = {
-        "site": site,
-        "ok": not errors,
-        "errors": [f.as_dict() for f in errors],
-        "warnings": [f.as_dict() for f in warnings],
-    }
-    if summary is not None:
-        data["summary"] = summary
-    return data
-
-
-def _summary(site: Site) -> dict:
-    racks = []
-    for rack in site.racks:
-        used_u = sum(device.block.rack_units for device in rack.devices)
-        power_w = sum(device.power_w(site.power_basis) for device in rack.devices)
-        racks.append(
-            {
-                "rack": rack.name,
-                "used_u": used_u,
-                "height_u": rack.height_u,
-                "power_w": power_w,
-                "power_budget_w": rack.power_budget_w,
-                "power_pct": round(100 * power_w / rack.power_budget_w, 1),
-            }
-        )
-    return {
-        "hosts": len(site.hosts),
-        "switches": len(site.switches),
-        "cables": len(site.cables),
-        "gpus": sum((host.block.node.gpus.count if host.block.node.gpus else 0) for host in site.hosts.values()),
-        "power_basis": site.power_basis,
-        "racks": racks,
-    }
-
-
-def _print_warnings(warnings: list[Finding]) -> None:
-    for finding in warnings:
-        print(finding, file=sys.stderr)
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -223,7 +149,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from rackform.render.project import render_project
 
     site, warnings = load_and_check(args.site, args.root)
-    _print_warnings(warnings)
+    print_warnings(warnings)
     out_dir = args.out or build_dir(args.root, site.name)
     result = render_project(site, out_dir)
     total = result.unchanged + len(result.added) + len(result.modified)
@@ -240,7 +166,7 @@ def cmd_diagram(args: argparse.Namespace) -> int:
     from rackform.render.diagram import site_svgs
 
     site, warnings = load_and_check(args.site, args.root)
-    _print_warnings(warnings)
+    print_warnings(warnings)
     # The same files `render` puts in the project's diagrams/ folder.
     out_dir = args.out or build_dir(args.root, site.name) / "diagrams"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -314,7 +314,7 @@ def _options(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rackform.cli import _print_warnings
+    from rackform.commands.report import print_warnings
     from rackform.pipeline import load_and_check
 
     try:
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackform gitops: {args.site}: {error}; nothing was written", file=sys.stderr)
         return 2
     site, warnings = load_and_check(args.site, args.root)  # BadInput, DesignRejected: the CLI reports them
-    _print_warnings(warnings)
+    print_warnings(warnings)
     if site.kubernetes is None:
         print(f"rackform gitops: {site.name}: the site has no `kubernetes:` block, so no platform to put in Git; "
               "nothing was written", file=sys.stderr)

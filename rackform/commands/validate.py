@@ -41,15 +41,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate_one(args: argparse.Namespace, name: str) -> int:
-    from rackform.cli import _findings_json, _print_warnings, _summary
+    from rackform.commands.report import findings_json, print_warnings
     from rackform.pipeline import load_and_check
 
     site, warnings = load_and_check(name, args.root)
-    summary = _summary(site)
+    summary = site_summary(site)
     if args.json:
-        print(json.dumps(_findings_json(site.name, [], warnings, summary), indent=2))
+        print(json.dumps(findings_json(site.name, [], warnings, summary), indent=2))
         return 0
-    _print_warnings(warnings)
+    print_warnings(warnings)
     if args.show_origin:
         from rackform.model.layers import origin_lines
 
@@ -57,6 +57,32 @@ def _validate_one(args: argparse.Namespace, name: str) -> int:
     print(summary_text(site, summary))
     print(f"{site.name}: valid, {len(warnings)} warning(s)")
     return 0
+
+
+def site_summary(site) -> dict:
+    """Per rack: units used and power against its budget; the site's counts (the JSON `summary`)."""
+    racks = []
+    for rack in site.racks:
+        used_u = sum(device.block.rack_units for device in rack.devices)
+        power_w = sum(device.power_w(site.power_basis) for device in rack.devices)
+        racks.append(
+            {
+                "rack": rack.name,
+                "used_u": used_u,
+                "height_u": rack.height_u,
+                "power_w": power_w,
+                "power_budget_w": rack.power_budget_w,
+                "power_pct": round(100 * power_w / rack.power_budget_w, 1),
+            }
+        )
+    return {
+        "hosts": len(site.hosts),
+        "switches": len(site.switches),
+        "cables": len(site.cables),
+        "gpus": sum((host.block.node.gpus.count if host.block.node.gpus else 0) for host in site.hosts.values()),
+        "power_basis": site.power_basis,
+        "racks": racks,
+    }
 
 
 def summary_text(site, summary: dict) -> str:
@@ -73,7 +99,7 @@ def _validate_many(args: argparse.Namespace, names: list[str]) -> int:
     import contextlib
     import io
 
-    from rackform.cli import _findings_json, _report_bad_input, _report_rejected
+    from rackform.commands.report import findings_json, report_bad_input, report_rejected
     from rackform.fleet.cross_site import cross_site_findings
     from rackform.fleet.rollout_file import ROLLOUT_FILE, load_rollout
     from rackform.model.source import BadInput
@@ -86,14 +112,14 @@ def _validate_many(args: argparse.Namespace, names: list[str]) -> int:
         except (BadInput, DesignRejected) as error:
             bad += 1
             out = io.StringIO()
-            report = _report_bad_input if isinstance(error, BadInput) else _report_rejected
+            report = report_bad_input if isinstance(error, BadInput) else report_rejected
             with contextlib.redirect_stdout(out):
                 report(error, as_json=args.json, site=name)
             if args.json:
                 results.append(json.loads(out.getvalue()))
             continue
         sites[name] = site
-        results.append(_findings_json(site.name, [], warnings))
+        results.append(findings_json(site.name, [], warnings))
         if not args.json:
             for warning in warnings:
                 print(warning, file=sys.stderr)
