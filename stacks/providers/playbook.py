@@ -229,14 +229,18 @@ def apply_stage(props: dict[str, Any]) -> dict[str, Any]:
     """
     from providers.credentials import StageCredentials
 
-    from rackform.run.stages import applied_digest, run_stages
+    from rackform.run import interrupt
+    from rackform.run.stage_process import run_stage_in_fresh_process
+    from rackform.run.stages import applied_digest
 
     listen_for_engine_cancel()
     credentials = _CREDENTIALS[0] if _CREDENTIALS else StageCredentials()
     stage = props["stage"]
     with credentials.environment() as envvars:
-        site_run = run_stages(props["site"], Path(props["root"]), [stage], envvars=envvars,
-                              left_out=props.get("left_out") or [], via="pulumi")
+        # Never forked from this gRPC process (rackform.run.stage_process says why).
+        site_run = run_stage_in_fresh_process(props["site"], Path(props["root"]), stage, envvars=envvars,
+                                              left_out=props.get("left_out") or [], via="pulumi",
+                                              cancel_requested=interrupt.cancel_requested)
     report = site_run.report
     run = next(run for run in report.runs if run.step.name == stage)
     failed = sorted(set(report.failed_hosts) | set(props.get("left_out") or []))

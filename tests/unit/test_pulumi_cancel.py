@@ -10,7 +10,12 @@ the terminal's SIGINT never reaches them).
 So the tests start the dynamic-provider host as the engine does (`python -m pulumi.dynamic` in
 stacks/), Create a stage whose playbook sleeps, and then: call `Cancel` over gRPC (the first
 Ctrl-C), or SIGKILL the host's process group (the second). The stage's project is the localhost
-stand-in of test_providers (only `render_files` is replaced, in the host process).
+stand-in of test_providers: only `render_files` is replaced, in every Python process that imports
+it (a sitecustomize on the host's PYTHONPATH), since the provider runs each stage in a fresh
+process (rackform.run.stage_process). The host runs without GRPC_ENABLE_FORK_SUPPORT=0: the
+stage process is what keeps ansible-runner's fork out of the gRPC process.
+
+The same Ctrl-C under the real engine: tests/lab/test_pulumi_lab.py.
 """
 
 from __future__ import annotations
@@ -48,10 +53,6 @@ from rackform.run.sitelock import site_lock  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-FORK_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "0"}
-"""Seen here: without it, ansible-playbook's validate.yml was now and then killed before its first
-line inside the gRPC host (rc None, about one run in two; none in several runs with it). Not
-what these tests are about; the cause is not established (docs/pulumi.md)."""
 SLEEP_S = 97
 """The stage's long task: a run that ends by itself takes at least this long."""
 
@@ -67,14 +68,32 @@ STAND_IN = {
         "    - name: Finished\n      ansible.builtin.copy: {dest: \"FINISHED\", content: x, mode: \"0644\"}\n")),
 }
 
-# The engine runs `python -u -m pulumi.dynamic`; this runs that module as __main__ the same way,
-# after giving the host process the stand-in render.
-HOST = textwrap.dedent("""\
-    import json, os, runpy
-    import rackform.render.project as project
-    files = {path: text.encode() for path, text in json.loads(os.environ["STAND_IN_PROJECT"]).items()}
-    project.render_files = lambda site: dict(files)
-    runpy.run_module("pulumi.dynamic", run_name="__main__", alter_sys=True)
+# The engine runs `python -u -m pulumi.dynamic`; the host runs that module as __main__ the same way.
+HOST = 'import runpy; runpy.run_module("pulumi.dynamic", run_name="__main__", alter_sys=True)'
+# Every process started with STAND_IN_PROJECT set renders the stand-in: the host, and the stage
+# process it starts (an import hook patches rackform.render.project as it is loaded).
+STAND_IN_SITECUSTOMIZE = textwrap.dedent("""\
+    import json, os, sys
+
+    class StandInRender:
+        def find_spec(self, name, path=None, target=None):
+            if name != "rackform.render.project":
+                return None
+            sys.meta_path.remove(self)
+            import importlib.util
+            spec = importlib.util.find_spec(name)
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                files = {p: text.encode() for p, text in json.loads(os.environ["STAND_IN_PROJECT"]).items()}
+                module.render_files = lambda site: dict(files)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    if os.environ.get("STAND_IN_PROJECT"):
+        sys.meta_path.insert(0, StandInRender())
     """)
 
 
@@ -86,7 +105,11 @@ class ProviderHost:
         files = {path: text.replace("STARTED", str(root / "os-started")).replace("FINISHED", str(root / "os-finished"))
                  for path, text in STAND_IN.items()}
         env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "RACKFORM_STATE_DIR")}
-        env |= {"STAND_IN_PROJECT": json.dumps(files), "PULUMI_PROJECT": "rackform", "PULUMI_CONFIG": "{}", **FORK_ENV,
+        customize = root / "stand-in-site"
+        customize.mkdir()
+        (customize / "sitecustomize.py").write_text(STAND_IN_SITECUSTOMIZE)
+        env |= {"STAND_IN_PROJECT": json.dumps(files), "PULUMI_PROJECT": "rackform", "PULUMI_CONFIG": "{}",
+                "PYTHONPATH": str(customize),
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         self.stderr = (root / "host-stderr").open("w")
         # A process group of its own, as the engine gives its plugins.
