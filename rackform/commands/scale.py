@@ -3,7 +3,7 @@
 scale.yml runs limited to the new nodes and the control plane (for its facts and the join
 token only), through the stage runner (`rackform.run.stages.run_day2_playbook`: under the
 site's lock, validate.yml first, the kubernetes stage recorded in state/<site>.json). Where
-the site has no cluster (no kubeconfig: rackform.day2.cluster) that is said and exit 1:
+the site has no cluster (no kubeconfig: rackform.run.cluster) that is said and exit 1:
 there is nothing to join.
 """
 
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rackform.commands.upgrade import run_maintenance_playbook
-    from rackform.day2 import cluster
+    from rackform.run import cluster
     from rackform.day2.errors import refuse
     from rackform.pipeline import build_dir, load_and_check
 

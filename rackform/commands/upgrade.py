@@ -3,7 +3,7 @@
 Refused (exit 2, nothing touched) when the matrix does not allow the step, with what else
 must change. Under the site's lock (exit 1 and nothing written while a deploy, a rollout or a
 `pulumi up` holds it), the version is written into the site file with a round-trip edit; where
-a cluster exists (a kubeconfig: rackform.day2.cluster) the emitted upgrade-cluster.yml runs
+a cluster exists (a kubeconfig: rackform.run.cluster) the emitted upgrade-cluster.yml runs
 through the stage runner (`rackform.run.stages.run_day2_playbook`: validate.yml first, the
 signals' cancel, the kubernetes stage recorded in state/<site>.json); where none does, that
 is said and nothing runs.

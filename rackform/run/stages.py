@@ -257,7 +257,7 @@ def run_day2_playbook(
 
     Under the site's lock: `change` (the edit the command makes to the site's files, e.g. the
     upgrade's new kubernetes.version), the render, then, where the site has a cluster (a
-    kubeconfig: rackform.day2.cluster), validate.yml and the playbook, cancelled by a signal
+    kubeconfig: rackform.run.cluster), validate.yml and the playbook, cancelled by a signal
     like any stage. Without a cluster nothing runs and `absent` says why (the change is kept).
 
     What is recorded: the playbook does the `stands_for` stage's work (the kubernetes stage:
@@ -274,7 +274,7 @@ def run_day2_playbook(
     Raises what run_stages raises (BadInput, DesignRejected, StageEnvironmentError,
     SiteLocked); SiteLocked before `change` is made, so a locked site is left untouched.
     """
-    from rackform.day2 import cluster
+    from rackform.run import cluster
     from rackform.render.project import render_files
     from rackform.render.writer import write_project
 
