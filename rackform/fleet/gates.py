@@ -31,8 +31,8 @@ def verify_gate(site: str, root: Path, out: TextIO) -> tuple[bool, str]:
 
 
 def fabric_gate(site: str, root: Path, out: TextIO) -> tuple[bool, str]:
-    from rackform.commands.fabric import live_fabric_report
     from rackform.fabric.check_report import text_report
+    from rackform.fabric.live_report import live_fabric_report
     from rackform.model.loader import load_site
 
     from rackform.fabric.live import LiveError

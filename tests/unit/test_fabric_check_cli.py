@@ -13,6 +13,7 @@ import pytest
 
 from fabric_check_support import DATA, SITE, make_root
 from rackform.commands import fabric as command
+from rackform.fabric import live_report
 from rackform.fabric.live import SshTransport, read_cumulus, read_host
 
 
@@ -37,15 +38,15 @@ def recorded(pfc_on_leaf: str = "[3]") -> dict:
 def lab_up(monkeypatch):
     """Pretend the site's lab is up; `set(devices)` chooses what reading it returns."""
     state = {"devices": recorded()}
-    monkeypatch.setattr(command, "lab_transport", lambda site_name: SshTransport())
-    monkeypatch.setattr(command, "read_site", lambda site, reader: state["devices"])
+    monkeypatch.setattr(live_report, "lab_transport", lambda site_name: SshTransport())
+    monkeypatch.setattr(live_report, "read_site", lambda site, reader: state["devices"])
     return state
 
 
 @pytest.fixture
 def no_lab(monkeypatch):
-    monkeypatch.setattr(command, "lab_transport", lambda site_name: None)
-    monkeypatch.setattr(command, "read_site", lambda site, reader: pytest.fail("no device may be read"))
+    monkeypatch.setattr(live_report, "lab_transport", lambda site_name: None)
+    monkeypatch.setattr(live_report, "read_site", lambda site, reader: pytest.fail("no device may be read"))
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -98,7 +99,7 @@ def test_json_report_values_are_plain_data(root, lab_up, capsys):
 
 
 def test_design_only_reads_no_device(root, lab_up, monkeypatch, capsys):
-    monkeypatch.setattr(command, "read_site", lambda site, reader: pytest.fail("no device may be read"))
+    monkeypatch.setattr(live_report, "read_site", lambda site, reader: pytest.fail("no device may be read"))
     code, out, _ = run([SITE, "--root", str(root), "--design-only"], capsys)
     assert (code, out.splitlines()[0]) == (0, "fabric check chktest: design only")
 
@@ -110,9 +111,9 @@ def test_without_a_lab_or_live_it_checks_the_design_and_says_so(root, no_lab, ca
 
 def test_live_reads_the_devices_as_the_inventory_user(root, monkeypatch, capsys):
     made = []
-    monkeypatch.setattr(command, "lab_transport", lambda site_name: None)
-    monkeypatch.setattr(command, "SshTransport", lambda **options: made.append(options) or SimpleNamespace(**options))
-    monkeypatch.setattr(command, "read_site", lambda site, reader: recorded())
+    monkeypatch.setattr(live_report, "lab_transport", lambda site_name: None)
+    monkeypatch.setattr(live_report, "SshTransport", lambda **options: made.append(options) or SimpleNamespace(**options))
+    monkeypatch.setattr(live_report, "read_site", lambda site, reader: recorded())
     code, out, _ = run([SITE, "--root", str(root), "--live", "--private-key", "/keys/site"], capsys)
     known_hosts = root / "build" / SITE / "known_hosts"
     assert (code, made, out.splitlines()[0]) == (
@@ -151,12 +152,12 @@ def test_unknown_site_exits_2(root, no_lab, capsys):
 
 def test_endpoint_reroutes_a_device(root, monkeypatch, capsys):
     devices, reached = recorded(), {}
-    monkeypatch.setattr(command, "lab_transport", lambda site_name: None)
+    monkeypatch.setattr(live_report, "lab_transport", lambda site_name: None)
 
     def read_device(target, ssh, onyx):
         reached[target.name] = (target.address, target.port)
         return devices[target.name]
-    monkeypatch.setattr(command, "read_device", read_device)
+    monkeypatch.setattr(live_report, "read_device", read_device)
     code, _, _ = run([SITE, "--root", str(root), "--live", "--endpoint", "leaf-1=127.0.0.1:2201"], capsys)
     assert (code, reached["leaf-1"], reached["spine-1"]) == (0, ("127.0.0.1", 2201), ("10.66.0.202", 22))
 
