@@ -117,11 +117,34 @@ def built_bundles(tmp_path_factory, monkeypatch) -> Path:
     return bundles
 
 
+STAND_IN_TOOL = "#!/bin/sh\nexit 0\n"
+
+
 @pytest.fixture()
-def fleet_root(tmp_path: Path, monkeypatch, built_bundles) -> Path:
+def tools_beside_rackform(tmp_path_factory, monkeypatch):
+    """`tools_beside_rackform(names, script=STAND_IN_TOOL)`: the folder rackform finds its set-up's
+    tools in first (rackform.installed_tools.environment_bin, `.venv/bin` for real) becomes a
+    fresh one holding only these stand-ins, so what a test sees is the same whether or not this
+    machine ran `make install` (no real helm or kubectl is ever run). Returns the folder."""
+    from rackform import installed_tools
+
+    def install(names=(), script: str = STAND_IN_TOOL) -> Path:
+        folder = tmp_path_factory.mktemp("tools")
+        for name in names:
+            (folder / name).write_text(script)
+            (folder / name).chmod(0o755)
+        monkeypatch.setattr(installed_tools, "environment_bin", lambda: folder)
+        return folder
+
+    return install
+
+
+@pytest.fixture()
+def fleet_root(tmp_path: Path, monkeypatch, built_bundles, tools_beside_rackform) -> Path:
     """A copy of the repo's sites to deploy without hosts: its own applied state
-    (state/ under the copy), the site mirror's bundles built, no cluster, and no lab seen
-    as up on this machine."""
+    (state/ under the copy), the site mirror's bundles built, kubectl and helm beside
+    rackform (stand-ins that do nothing), no cluster, and no lab seen as up on this machine."""
+    tools_beside_rackform(["kubectl", "helm"])
     from rackform.run import applied
 
     for folder in INPUT_FOLDERS:

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 
 from ansible_runner.interface import init_runner
 
+from rackform.installed_tools import search_path
 from rackform.run import interrupt
 
 RUNNER_DIR_NAME = "artifacts"
@@ -210,13 +210,14 @@ def run_environment(project_dir: Path, envvars: Mapping[str, str] | None = None,
                     secret_files: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a run of `project_dir` gets (see the module doc): what it inherits from
     this process, then the caller's `envvars` (less the secrets of SECRET_FILE_VARIABLES, which
-    travel as `secret_files`), PATH with this interpreter's bin first (ansible-runner execs
-    `ansible-playbook` by name: rc 127 when the venv is not activated), and the site's host
+    travel as `secret_files`), PATH with the bin folder rackform is installed in first
+    (rackform.installed_tools: ansible-runner execs `ansible-playbook` by name, rc 127 when the
+    venv is not activated), and the site's host
     key checking."""
     env = {name: value for name, value in os.environ.items() if _passed_from_here(name, value)}
     env.update({name: value for name, value in (envvars or {}).items() if name not in SECRET_FILE_VARIABLES})
     env.update(secret_files or {})
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = search_path(env.get("PATH", ""))
     env[HOST_KEY_CHECKING_ENV] = str(site_host_key_checking(project_dir))
     return env
 

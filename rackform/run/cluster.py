@@ -11,10 +11,11 @@ commands cordon and drain through it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from rackform.installed_tools import find_tool, not_found
 
 DRAIN_TIMEOUT_S = 300
 
@@ -26,7 +27,8 @@ class Cluster:
     """Why there is no cluster to talk to (None: there is one)."""
 
     def _kubectl(self, *argv: str, timeout_s: float = 60) -> tuple[bool, str]:
-        result = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *argv], capture_output=True,
+        kubectl = find_tool("kubectl") or "kubectl"  # `find` found it; were it gone since, the error says so
+        result = subprocess.run([kubectl, "--kubeconfig", str(self.kubeconfig), *argv], capture_output=True,
                                 text=True, timeout=timeout_s, check=False)
         return result.returncode == 0, (result.stdout + result.stderr).strip()
 
@@ -55,6 +57,6 @@ def find(project_dir: Path) -> Cluster:
     if kubeconfig is None:
         return Cluster(None, f"no kubeconfig for this site (the kubernetes stage fetched none to {project_dir}/"
                              f"artifacts/ and $KUBECONFIG names no file): nothing to cordon or drain")
-    if shutil.which("kubectl") is None:
-        return Cluster(kubeconfig, "kubectl is not installed here: nothing was cordoned or drained")
+    if find_tool("kubectl") is None:
+        return Cluster(kubeconfig, f"{not_found(['kubectl'])}: nothing was cordoned or drained")
     return Cluster(kubeconfig, None)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from rackform.installed_tools import find_tool, not_found
 from rackform.k8s.manifests import FIELD_MANAGER, REPOSITORY_NOT_SET
 from rackform.render.platform_files import (
     AFTER_RELEASES_DIR,
@@ -151,12 +151,13 @@ def _unset_repositories(releases: list[dict], site: str) -> None:
 
 
 def _binaries(environ: Mapping[str, str]) -> tuple[str, str]:
+    """kubectl and helm: beside rackform first (`make install` puts helm there), then on the PATH of `environ`."""
     path = environ.get("PATH", os.defpath)
-    found = {tool: shutil.which(tool, path=path) for tool in ("kubectl", "helm")}
+    found = {tool: find_tool(tool, path=path) for tool in ("kubectl", "helm")}
     missing = [tool for tool, where in found.items() if where is None]
     if missing:
-        raise PlatformUnavailable(f"{' and '.join(missing)} not found on PATH: install "
-                                  f"{'them' if len(missing) > 1 else 'it'} on this machine to apply the platform")
+        raise PlatformUnavailable(f"{not_found(missing)}: install {'them' if len(missing) > 1 else 'it'} "
+                                  f"to apply the platform")
     return found["kubectl"], found["helm"]  # type: ignore[return-value]
 
 

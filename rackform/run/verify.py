@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackform.installed_tools import search_path
 from rackform.paths import INFRA_CHECKS_DIR
 from rackform.pipeline import STAGE_NAMES, build_dir
 from rackform.run.verify_inventory import EmittedInventory, InventoryError, ssh_environment_for_testinfra
@@ -261,7 +262,7 @@ def _environment(project: Path, envvars: Mapping[str, str] | None, control_dir: 
     env.update(envvars or {})
     env["ANSIBLE_CONFIG"] = str(project / "ansible.cfg")
     env.update(ssh_environment_for_testinfra(env, control_dir))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = search_path(env.get("PATH", ""))  # testinfra's ansible backend runs ansible-inventory by name
     return env
 
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from platform_validation import problems
 
+from rackform.installed_tools import find_tool, not_found
 from rackform.cli import main
 from rackform.commands import gitops
 from rackform.k8s.cni import matrix_root
@@ -28,6 +29,8 @@ from rackform.k8s.versions import load_matrix
 from rackform.model.loader import load_site
 
 REPO = Path(__file__).resolve().parents[2]
+KUBECTL = find_tool("kubectl")
+"""Beside rackform (the set-up's), else on PATH: its built-in kustomize needs no cluster."""
 URL = "https://git.example.com/infra/sites.git"
 SHAPE_SITES = ("lab", "reference")
 """lab as shipped; reference installs every release, so `needs` (gpu-operator's) are exercised."""
@@ -316,11 +319,11 @@ def test_argocd_applications(site_name):
     assert sorted(listed(files, "argocd")) == sorted(p.removeprefix("argocd/") for p in apps)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed here")
+@pytest.mark.skipif(KUBECTL is None, reason=f"needs kubectl (its kustomize): {not_found(['kubectl'])}")
 def test_kubectl_kustomize_builds_every_folder(capsys, root):
     run_gitops(capsys, root, "--repo-url", URL)
     for folder in ("manifests", "flux", "flux/releases", "argocd"):
-        subprocess.run(["kubectl", "kustomize", str(root / "gitops" / "lab" / folder)],
+        subprocess.run([KUBECTL, "kustomize", str(root / "gitops" / "lab" / folder)],
                        capture_output=True, text=True, timeout=120, check=True)
 
 

@@ -8,9 +8,7 @@ import functools
 import hashlib
 import http.server
 import json
-import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rackform.installed_tools import find_tool, not_found
 from rackform.mirror import MirrorError, charts, oci
 from rackform.mirror.bundle import release_pins
 from rackform.mirror.manifest import file_digest
@@ -35,11 +34,11 @@ def _kueue_chart() -> Path:
 
 
 def _helm() -> str:
-    """The helm `make tools` links into the venv (else one on PATH)."""
-    found = Path(sys.executable).parent / "helm"
-    helm = str(found) if found.exists() else shutil.which("helm")
+    """The helm `make tools` puts beside rackform (else one on PATH)."""
+    helm = find_tool("helm")
     if helm is None:
-        pytest.skip("no helm: `make tools` builds it from sources/helm")
+        pytest.skip(f"needs helm to pull and render the chart: {not_found(['helm'])}; `make tools` builds it "
+                    f"from sources/helm")
     return helm
 
 

@@ -2,9 +2,10 @@
 folder, stop at the first failure) and the plain refusals when something is missing.
 
 kubectl and helm here are STAND-INS: small scripts put first on PATH that record their
-arguments, working folder and $KUBECONFIG, and fail when told to. No Kubernetes API
-server or helm binary exists on this machine, so nothing here shows that a real cluster
-accepts the commands (docs/platform.md says what was not exercised)."""
+arguments, working folder and $KUBECONFIG, and fail when told to; the folder rackform looks
+in before PATH (rackform.installed_tools: `.venv/bin`, where `make install` puts a real helm)
+is an empty one here. No Kubernetes API server is reached, so nothing here shows that a real
+cluster accepts the commands (docs/platform.md says what was not exercised)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
     sys.exit(3)
 """
+
+
+@pytest.fixture(autouse=True)
+def nothing_beside_rackform(tools_beside_rackform):
+    """The stand-ins on PATH are the only kubectl and helm (not the venv's real helm)."""
+    tools_beside_rackform()
 
 
 class Cluster:
@@ -142,8 +149,9 @@ def test_without_a_kubeconfig_nothing_runs_and_the_reason_is_plain(cluster):
 
 
 @pytest.mark.parametrize(("tools", "reason"), [
-    (("kubectl",), "helm not found on PATH"),
-    ((), "kubectl and helm not found on PATH"),
+    (("kubectl",), r"^helm not found in \S+ \(where `make install` puts it: docs/install.md\) nor on PATH: "
+                   r"install it to apply the platform$"),
+    ((), r"^kubectl and helm not found in \S+ \(where `make install` puts them: docs/install.md\) nor on PATH"),
 ])
 def test_a_missing_tool_is_named(cluster, tools, reason):
     for tool in {"kubectl", "helm"} - set(tools):
@@ -151,6 +159,17 @@ def test_a_missing_tool_is_named(cluster, tools, reason):
     with pytest.raises(PlatformUnavailable, match=reason):
         apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
     assert cluster.calls() == []
+
+
+def test_the_tools_beside_rackform_are_found_without_path(cluster, tools_beside_rackform):
+    """`.venv/bin/rackform deploy` with the venv not activated: kubectl and helm from where
+    `make install` put them, beside rackform, though PATH has neither."""
+    for tool in ("kubectl", "helm"):
+        (cluster.bin / tool).unlink()
+    beside = tools_beside_rackform(["kubectl", "helm"], STAND_IN)
+    assert apply_platform(cluster.project, cluster.kubeconfig, environ={**cluster.environ, "PATH": "/nowhere"}).ok
+    assert [c["tool"] for c in cluster.calls()] == [tool for tool, _argv in EXPECTED]
+    assert (beside / "helm").is_file()
 
 
 def test_a_chart_without_repository_is_refused_before_anything_runs(lab_files, tmp_path):

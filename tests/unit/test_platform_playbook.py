@@ -49,8 +49,10 @@ class Tools:
 
 
 @pytest.fixture()
-def tools(site_root: Path, monkeypatch) -> Tools:
-    """Stand-in kubectl and helm on PATH, a fetched kubeconfig, validate.yml replaced (no hosts here)."""
+def tools(site_root: Path, monkeypatch, tools_beside_rackform) -> Tools:
+    """Stand-in kubectl and helm on PATH (nothing beside rackform: not the venv's real helm), a
+    fetched kubeconfig, validate.yml replaced (no hosts here)."""
+    tools_beside_rackform()
     bin_dir = site_root / "bin"
     bin_dir.mkdir()
     for tool in ("kubectl", "helm"):

@@ -6,7 +6,6 @@ manifests folder, and the platform stage's digest covers platform/** and nothing
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 from platform_validation import problems
 
+from rackform.installed_tools import find_tool, not_found
 from rackform.k8s.manifests import helm_releases, platform_manifests
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import load_matrix
@@ -23,6 +23,8 @@ from rackform.render.digest import stage_digest, stage_files
 from rackform.render.platform_files import platform_files, release_record
 
 REPO = Path(__file__).resolve().parents[2]
+KUBECTL = find_tool("kubectl")
+"""Beside rackform (the set-up's), else on PATH: its built-in kustomize needs no cluster."""
 SITES = ("lab", "reference", "campus")
 
 
@@ -112,14 +114,14 @@ def test_the_lab_s_kueue_release_comes_from_its_site_mirror(lab_files_rendered):
         "namespace": "kueue-system", "needs": []}
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed here")
+@pytest.mark.skipif(KUBECTL is None, reason=f"needs kubectl (its kustomize): {not_found(['kubectl'])}")
 def test_kubectl_kustomize_builds_the_manifests_folder(lab_files_rendered, tmp_path):
     """The real kubectl (its built-in kustomize, no cluster needed) reads what GitOps tools read."""
     for path, content in lab_files_rendered.items():
         if path.startswith("platform/"):
             (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / path).write_bytes(content)
-    built = subprocess.run(["kubectl", "kustomize", str(tmp_path / "platform/manifests")],
+    built = subprocess.run([KUBECTL, "kustomize", str(tmp_path / "platform/manifests")],
                            capture_output=True, text=True, timeout=120, check=True)
     keys = sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
                   for o in yaml.safe_load_all(built.stdout) if o)
