@@ -43,6 +43,7 @@ from rackform.render.platform_files import (
     RELEASE_INDEX,
     VALUES_FILE,
 )
+from rackform.run import interrupt
 from rackform.run.ansible import RunResult, TaskFailure
 
 FETCHED_KUBECONFIG = Path("artifacts") / "kubeconfig"
@@ -240,17 +241,47 @@ def _tail(text: str) -> str:
     return text if len(text) <= STDERR_TAIL_CHARS else "..." + text[-STDERR_TAIL_CHARS:]
 
 
-def _run(step: Step, cwd: Path, env: Mapping[str, str]) -> tuple[int, TaskFailure | None]:
-    """The step's exit status and, when it failed, why."""
-    try:
-        done = subprocess.run(step.argv, cwd=cwd, env=dict(env), capture_output=True, text=True,
-                              timeout=step.timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return 1, TaskFailure(CLUSTER, step.task, f"no answer within {step.timeout_s} s")
-    if done.returncode != 0:
-        return done.returncode, TaskFailure(
-            CLUSTER, step.task, f"exit {done.returncode}: {_tail(done.stderr) or 'no error output'}")
+CANCELLED_RC = -1
+"""The rc of a step stopped by a cancel (the RunResult's status says "canceled")."""
+CANCEL_POLL_S = 0.5
+"""How often a running step looks for a cancel (the first Ctrl-C, or Pulumi's Cancel)."""
+STOP_GRACE_S = 30
+"""Seconds a cancelled kubectl or helm has, after SIGTERM, before it is killed."""
+
+
+def _run(step: Step, cwd: Path, env: Mapping[str, str],
+         cancel_requested: Callable[[], bool]) -> tuple[int, TaskFailure | None]:
+    """The step's exit status and, when it failed, why; CANCELLED_RC when a cancel stopped it."""
+    process = subprocess.Popen(step.argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + step.timeout_s
+    while True:
+        try:
+            _out, err = process.communicate(timeout=CANCEL_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            if cancel_requested():  # helm gets SIGTERM first: --atomic rolls a half-made release back
+                _stop(process, signal_first=True)
+                return CANCELLED_RC, TaskFailure(CLUSTER, step.task, "cancelled")
+            if time.monotonic() > deadline:
+                _stop(process, signal_first=False)
+                return 1, TaskFailure(CLUSTER, step.task, f"no answer within {step.timeout_s} s")
+    if process.returncode != 0:
+        return process.returncode, TaskFailure(
+            CLUSTER, step.task, f"exit {process.returncode}: {_tail(err) or 'no error output'}")
     return 0, None
+
+
+def _stop(process: subprocess.Popen, *, signal_first: bool) -> None:
+    if signal_first:
+        process.terminate()
+        try:
+            process.communicate(timeout=STOP_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    process.kill()
+    process.communicate()
 
 
 def apply_platform(
@@ -261,8 +292,13 @@ def apply_platform(
     progress: Callable[[str], object] | None = None,
     environ: Mapping[str, str] | None = None,
     prune_tenants: Collection[str] = (),
+    cancel_requested: Callable[[], bool] = interrupt.cancel_requested,
 ) -> RunResult:
     """Apply build/<site>/platform/ to the cluster `kubeconfig` reaches.
+
+    A cancel (the first Ctrl-C of `rackform deploy`, Pulumi's Cancel) stops the running kubectl
+    or helm and starts no later step: the result is "canceled", which the stage runner records
+    nothing for.
 
     Raises PlatformUnavailable (nothing has run) without a kubeconfig, kubectl or helm,
     rendered platform files or a chart repository for every release. `progress` gets
@@ -281,6 +317,9 @@ def apply_platform(
     rc, failure = 0, None
     cwd = project_dir / PLATFORM_DIR
     for step in steps:
+        if cancel_requested():
+            rc, failure = CANCELLED_RC, TaskFailure(CLUSTER, step.task, "not started: cancelled")
+            break
         if step.release is not None and not check and release_current(helm, step.release, cwd, env):
             if progress is not None:
                 progress(f"{step.task}: unchanged")
@@ -290,13 +329,14 @@ def apply_platform(
         for attempt in range(1 if check else step.attempts):  # a dry run tries once: no webhook starts
             if attempt:
                 time.sleep(RETRY_PAUSE_S)
-            rc, failure = _run(step, cwd, env)
-            if failure is None or not TRANSIENT.search(failure.message):
+            rc, failure = _run(step, cwd, env, cancel_requested)
+            if failure is None or rc == CANCELLED_RC or not TRANSIENT.search(failure.message):
                 break
         if failure is not None:
             break
+    status = "canceled" if rc == CANCELLED_RC else "failed" if failure else "successful"
     return RunResult(
-        playbook="platform", status="failed" if failure else "successful", rc=rc, hosts={},
+        playbook="platform", status=status, rc=rc, hosts={},
         failures=[failure] if failure else [], duration_s=time.monotonic() - started,
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from rackform.render.platform_files import platform_files
 from rackform.run.platform_apply import PlatformUnavailable, apply_platform, platform_kubeconfig
 
 MIRROR = "https://helm-mirror.example.com"
+
 SITE_MIRROR_CHARTS = "http://10.10.0.11:8080/charts"
 LAB_RELEASES = "  releases: [kueue]\n"
 """The shipped lab installs Kueue only (its mirror carries no other chart); these tests install every release."""
@@ -43,6 +45,11 @@ if flaky and tool == "kubectl" and not os.path.exists(flaky):
     sys.stderr.write("Unable to connect to the server: write tcp 10.10.0.1:58470->10.10.0.5:6443: write: "
                      "connection reset by peer\\n")
     sys.exit(1)
+hang = os.environ.get("STAND_IN_HANG")  # a release that takes long: a cancel must stop it
+if hang and hang in sys.argv:
+    import time
+    open(os.environ["STAND_IN_RECORD"] + ".hanging", "w").close()
+    time.sleep(300)
 fail = os.environ.get("STAND_IN_FAIL")
 if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
@@ -133,6 +140,25 @@ def test_a_failed_release_stops_the_rest_and_says_which_and_why(cluster):
     [failure] = result.failures
     assert (failure.host, failure.task, failure.message) == (
         "cluster", "helm upgrade --install gpu-operator", "exit 3: Error: UPGRADE FAILED: context deadline exceeded")
+
+
+def test_a_cancel_stops_the_running_release_and_starts_nothing_more(cluster):
+    """The first Ctrl-C (or Pulumi's Cancel) while helm runs: helm is stopped within seconds, no
+    later step starts, and the result is "canceled" (the stage runner records nothing for it)."""
+    hanging = Path(f"{cluster.record}.hanging")
+    started = time.monotonic()
+    result = apply_platform(cluster.project, cluster.kubeconfig, cancel_requested=hanging.exists,
+                            environ={**cluster.environ, "STAND_IN_HANG": "gpu-operator"})
+    assert time.monotonic() - started < 60  # helm's stand-in sleeps 300 s
+    assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"] == [
+        "kube-prometheus-stack", "network-operator", "gpu-operator"]
+    assert (result.status, result.ok, [f.message for f in result.failures]) == ("canceled", False, ["cancelled"])
+
+
+def test_a_cancel_before_the_first_step_runs_nothing(cluster):
+    result = apply_platform(cluster.project, cluster.kubeconfig, cancel_requested=lambda: True,
+                            environ=cluster.environ)
+    assert (cluster.calls(queries=True), result.status) == ([], "canceled")
 
 
 def test_the_shipped_lab_installs_kueue_from_its_site_mirror_then_its_queues(lab_site, tmp_path):
