@@ -18,6 +18,8 @@ STAMP := $(VENV)/.installed
 HELM := $(VENV)/bin/helm
 # promtool, which checks and unit-tests the alert rules (tests/unit/test_alerts.py), built from sources/prometheus/.
 PROMTOOL := $(VENV)/bin/promtool
+# The Pulumi engine (`pulumi up -s <site>`): its CLI and Python host built from sources/pulumi*/ (docs/pulumi.md).
+PULUMI := $(VENV)/bin/pulumi
 # Debian packages the tool and its tests use (installed when missing; needs root or sudo).
 # The lab (tests/lab, make demo) needs systemd-nspawn and debootstrap; its BMCs
 # are OpenIPMI's ipmi_sim, checked with ipmitool and FreeIPMI's ipmipower. The ssh-keys
@@ -31,7 +33,7 @@ SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install apt go tools promtool demo test test-fast bench clean lock
+.PHONY: install apt go tools promtool pulumi demo test test-fast bench clean lock
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -72,7 +74,14 @@ tools: $(HELM)
 $(HELM): $(STAMP) rackform/mirror/tools.py $(wildcard sources/helm/*/go.mod sources/helm/*/go.sum) | go
 	$(VENV)/bin/python -m rackform.mirror.tools --install $@
 
-install: apt go $(STAMP) tools
+# The Pulumi CLI, its Python language host and the SDK's two launcher scripts, built once per
+# version and inputs into the Go build cache (about 13 CPU-minutes the first time) and copied into the venv.
+pulumi: $(PULUMI)
+
+$(PULUMI): $(STAMP) rackform/mirror/pulumi_engine.py $(wildcard sources/pulumi*/*/go.mod sources/pulumi*/*/go.sum) | go
+	$(VENV)/bin/python -m rackform.mirror.pulumi_engine --install $(VENV)/bin
+
+install: apt go $(STAMP) tools pulumi
 
 # promtool (Prometheus 3.16.0) the same way: built once into the Go build cache, linked into the venv.
 promtool: $(PROMTOOL)
