@@ -41,5 +41,5 @@ def search_path(path: str | None = None) -> str:
 def not_found(names: Sequence[str]) -> str:
     """What to say when `names` were not found: where they were looked for, and how to get them."""
     them = "them" if len(names) > 1 else "it"
-    return (f"{' and '.join(names)} not found in {environment_bin()} (where `make install` puts "
+    return (f"{' and '.join(names)} not found in {environment_bin()} (where the set-up puts "
             f"{them}: docs/install.md) nor on PATH")

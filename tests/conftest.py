@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
 from rackform.model.site import Site
 
@@ -166,7 +167,7 @@ def rackform_wheel(tmp_path_factory) -> Path:
     shutil.copytree(REPO_ROOT, source, symlinks=True,
                     ignore=shutil.ignore_patterns(".venv", "build", ".git", "__pycache__", ".pytest_cache", "state"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
-                   check=True, capture_output=True, text=True, timeout=600)
+                   check=True, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     (built,) = out.glob("rackform-*.whl")
     return built
 
@@ -177,7 +178,7 @@ class InstalledTool:
 
     bin_dir: Path
 
-    def run(self, *args: str, cwd: Path, timeout_s: float = 900) -> subprocess.CompletedProcess:
+    def run(self, *args: str, cwd: Path, timeout_s: float = SUBPROCESS_HANG_S) -> subprocess.CompletedProcess:
         """`rackform ARGS` in cwd, with the venv's bin first on PATH and no PYTHONPATH (no checkout)."""
         path = f"{self.bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         env = {**os.environ, "PATH": path}

@@ -1,7 +1,8 @@
 """The GPU and node alert rules (rackform/k8s/alerts.py), checked and unit-tested by promtool.
 
 promtool is built from Prometheus' Go module (sources/prometheus/, rackform/k8s/promtool.py) and
-cached; `make promtool` builds it before the test targets, so here it is only looked up. Each
+cached; `make promtool` builds it before the test targets and puts it beside rackform
+(.venv/bin), so here it is only looked up (rackform.installed_tools), never built. Each
 alert has a case where bad series make it fire and one where healthy series (or bad ones that do
 not last their `for:`) leave it silent; promtool evaluates the rules over the series minute by
 minute, as Prometheus would. Expected annotations are the rule's templates filled with the
@@ -21,6 +22,8 @@ import pytest
 import yaml
 from platform_validation import strict_schema
 
+from hang_limit import SUBPROCESS_HANG_S
+from rackform.installed_tools import find_tool, not_found
 from rackform.k8s import alerts, promtool
 from rackform.k8s.manifests import release_name
 from rackform.k8s.versions import load_matrix
@@ -220,7 +223,19 @@ CASES: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def promtool_bin() -> Path:
-    return promtool.promtool(progress=lambda _line: None)
+    """The promtool `make promtool` puts beside rackform (else one on PATH), of the pinned release.
+    Nothing is built here (minutes of Go in the middle of a unit run): without it, a skip says
+    what is missing."""
+    found = find_tool("promtool")
+    make = "`make promtool` builds it from sources/prometheus"
+    if found is None:
+        pytest.skip(f"needs promtool to check and unit-test the alert rules: {not_found(['promtool'])}; {make}")
+    answer = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
+    if f"version {promtool.PROMETHEUS_VERSION} " not in answer.stdout + answer.stderr:
+        said = (answer.stdout + answer.stderr).strip().split("\n")[0] or f"exit {answer.returncode}"
+        pytest.skip(f"{found} is not promtool {promtool.PROMETHEUS_VERSION}, which the rules are checked with "
+                    f"({said}); {make}")
+    return Path(found)
 
 
 @pytest.fixture(scope="module")

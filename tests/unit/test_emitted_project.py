@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
 from rackform.pipeline import STAGES
 from rackform.render import render_files, write_project
@@ -41,7 +42,8 @@ def ansible_env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(command: list[str], project: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=project, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=project, env=ansible_env(tmp_path), capture_output=True, text=True,
+                          timeout=SUBPROCESS_HANG_S)
 
 
 def emit(site_name: str, out: Path) -> Path:

@@ -24,6 +24,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from collection_support import load_onyx_module
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
@@ -315,7 +316,7 @@ def playbook(project: Path, emulator: OnyxEmulator, *flags: str) -> subprocess.C
         ["ansible-playbook", "fabric.yml", "--limit", "leaf-2", "-e", "ansible_host=127.0.0.1",
          "-e", f"ansible_port={emulator.port}", "-e", f"onyx_switch_known_hosts={emulator.scanned_known_hosts()}",
          *flags],
-        cwd=project, env=environment, capture_output=True, text=True, timeout=300)
+        cwd=project, env=environment, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
 from rackform.collection import short_name
@@ -71,7 +72,7 @@ def test_fabric_roles_pass_ansible_lint_production_profile(tmp_path, files):
     result = subprocess.run(
         ["ansible-lint", "--offline", "--profile", "production", "--nocolor", "fabric.yml",
          *(f"{ROLES_IN_PROJECT}{role}" for role in FABRIC_ROLES)],
-        cwd=project, env=environment, capture_output=True, text=True, timeout=600,
+        cwd=project, env=environment, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -85,7 +86,7 @@ def ansible_template(project: Path, host: str, template: str, deployed: Path) ->
         ["ansible", host, "-m", "ansible.builtin.template", "-a", f"src={ROLES_IN_PROJECT}{template} dest={deployed}",
          "-e", f"@{ROLES_IN_PROJECT}{role}/defaults/main.yml", "-e", "ansible_connection=local",
          "-e", f"ansible_python_interpreter={sys.executable}"],
-        cwd=project, env=environment, capture_output=True, text=True, timeout=300,
+        cwd=project, env=environment, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HEALTHY = [f"{n}, NVIDIA H100 80GB HBM3, Enabled" for n in range(8)]
@@ -36,7 +38,7 @@ def run_role(tmp_path: Path, **role_vars) -> subprocess.CompletedProcess:
                    "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_LOCALHOST_WARNING": "false",
                    "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-                          env=environment, capture_output=True, text=True, timeout=300)
+                          env=environment, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
 
 
 def fake_gpu_host(tmp_path: Path, gpus: list[str], nvlink: str = "Link 0: 26.562 GB/s") -> dict[str, str]:
@@ -93,7 +95,8 @@ def test_the_role_passes_ansible_lint_production_profile(tmp_path):
     environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1",
                    "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp")}
     result = subprocess.run([str(BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor",
-                             "roles/gpu_node"], cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+                             "roles/gpu_node"], cwd=REPO, env=environment, capture_output=True, text=True,
+                            timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from collection_support import install_collection
+from hang_limit import SUBPROCESS_HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE_FILE = ROOT / "plugins" / "modules" / "host_state.py"
@@ -108,7 +109,7 @@ def test_the_module_run_by_ansible_reports_and_changes_nothing(tmp_path):
     result = subprocess.run(
         [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local",
          "-m", "rackform.site.host_state", "-a", json.dumps(args), "--check", "-o"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=SUBPROCESS_HANG_S, check=False,
         env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(install_collection(tmp_path / "collections")),
              "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"})
     assert result.returncode == 0, result.stderr

@@ -62,7 +62,7 @@ def test_ansible_runner_gets_the_folder_first(beside: Path, tmp_path: Path, monk
 
 
 def test_a_missing_tool_says_where_it_was_looked_for(beside: Path):
-    assert not_found(["helm"]) == (f"helm not found in {beside} (where `make install` puts it: docs/install.md) "
+    assert not_found(["helm"]) == (f"helm not found in {beside} (where the set-up puts it: docs/install.md) "
                                    f"nor on PATH")
 
 

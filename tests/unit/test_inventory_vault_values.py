@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.source import BadInput, VaultValue
 from rackform.render.project import render_files
 from rackform.render.writer import write_project
@@ -36,8 +37,8 @@ def vault_password_file(tmp_path: Path) -> Path:
 def encrypt_string(name: str, value: str, password_file: Path, tmp_path: Path) -> str:
     """`name: !vault |` and its block, as ansible-vault encrypt_string prints them."""
     done = subprocess.run([str(BIN / "ansible-vault"), "encrypt_string", "--vault-password-file", str(password_file),
-                           value, "--name", name], capture_output=True, text=True, check=True, timeout=120,
-                          env=ansible_env(tmp_path))
+                           value, "--name", name], capture_output=True, text=True, check=True,
+                          timeout=SUBPROCESS_HANG_S, env=ansible_env(tmp_path))
     assert done.stdout.startswith(f"{name}: !vault |\n"), done.stdout
     return done.stdout
 
@@ -87,7 +88,7 @@ def test_the_rendered_inventory_carries_the_vault_values_untouched(rendered, vau
 def test_ansible_inventory_reads_the_rendered_values_as_vaulted(rendered, vaulted_site, tmp_path):
     _lab_files, proxy, note = vaulted_site
     listed = subprocess.run([str(BIN / "ansible-inventory"), "-i", "inventory", "--list"], cwd=rendered,
-                            capture_output=True, text=True, timeout=300, env=ansible_env(tmp_path))
+                            capture_output=True, text=True, timeout=SUBPROCESS_HANG_S, env=ansible_env(tmp_path))
     assert listed.returncode == 0, listed.stderr
     hostvars = json.loads(listed.stdout)["_meta"]["hostvars"]
     assert hostvars["gpu-1"]["proxy_password"] == {"__ansible_vault": ciphertext(proxy)}
@@ -98,7 +99,8 @@ def test_ansible_decrypts_the_rendered_values_with_the_vault_password(rendered, 
     shown = subprocess.run([str(BIN / "ansible"), "-i", "inventory", "gpu-1", "-c", "local", "-m", "debug",
                             "-a", "msg={{ proxy_password }}|{{ rack_note }}",
                             "--vault-password-file", str(vault_password_file)],
-                           cwd=rendered, capture_output=True, text=True, timeout=300, env=ansible_env(tmp_path))
+                           cwd=rendered, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S,
+                           env=ansible_env(tmp_path))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"{PROXY_PASSWORD}|{NOTE}" in shown.stdout
 

@@ -141,7 +141,7 @@ def test_a_held_bmc_lock_is_refused_without_waiting_then_taken_once_free(tmp_pat
     assert first.try_acquire()
     started = time.monotonic()
     assert not second.try_acquire()
-    assert time.monotonic() - started < 0.05
+    assert time.monotonic() - started < 1.0  # not the 5 s wait, with room for a loaded machine
     first.release()
     assert second.try_acquire()
     second.release()

@@ -14,6 +14,7 @@ import jinja2
 import pytest
 import yaml
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
 from rackform.render import render_files, write_project
 from rackform.collection import short_name
@@ -288,5 +289,5 @@ def test_maintenance_playbooks_pass_syntax_check(tmp_path, files):
     environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                    "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(["ansible-playbook", "--syntax-check", "upgrade-cluster.yml", "scale.yml"], cwd=project,
-                            env=environment, capture_output=True, text=True, timeout=300)
+                            env=environment, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.collection import PROJECT_DIR
 from rackform.run.verify import auto_workers
 from rackform.run.verify_inventory import EmittedInventory
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(tool, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return tool.run(*args, cwd=cwd, timeout_s=600)
+    return tool.run(*args, cwd=cwd, timeout_s=SUBPROCESS_HANG_S)
 
 
 def test_the_wheel_carries_roles_templates_catalog_and_host_checks(rackform_wheel: Path):
@@ -70,7 +71,8 @@ def test_init_makes_a_repo_that_validates_and_renders(installed_rackform, site_r
 def test_the_rendered_project_passes_ansible_lint(installed_rackform, site_repo: Path):
     run(installed_rackform, "render", "edge", cwd=site_repo)
     lint = subprocess.run([Path(sys.executable).parent / "ansible-lint", "--offline", "--profile", "production",
-                           "--nocolor"], cwd=site_repo / "build/edge", capture_output=True, text=True, timeout=600)
+                           "--nocolor"], cwd=site_repo / "build/edge", capture_output=True, text=True,
+                          timeout=SUBPROCESS_HANG_S)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 

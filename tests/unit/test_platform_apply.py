@@ -175,9 +175,9 @@ def test_without_a_kubeconfig_nothing_runs_and_the_reason_is_plain(cluster):
 
 
 @pytest.mark.parametrize(("tools", "reason"), [
-    (("kubectl",), r"^helm not found in \S+ \(where `make install` puts it: docs/install.md\) nor on PATH: "
+    (("kubectl",), r"^helm not found in \S+ \(where the set-up puts it: docs/install.md\) nor on PATH: "
                    r"install it to apply the platform$"),
-    ((), r"^kubectl and helm not found in \S+ \(where `make install` puts them: docs/install.md\) nor on PATH"),
+    ((), r"^kubectl and helm not found in \S+ \(where the set-up puts them: docs/install.md\) nor on PATH"),
 ])
 def test_a_missing_tool_is_named(cluster, tools, reason):
     for tool in {"kubectl", "helm"} - set(tools):

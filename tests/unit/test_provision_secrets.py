@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform import secrets
 from rackform.secrets import SecretsError, SiteVault
 
@@ -163,5 +164,5 @@ def test_ansible_reads_the_vault_with_the_password_file(vault, tmp_path):
     environment = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", **vault.runner_envvars(),
                    "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "HOME": str(tmp_path)}
     result = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)],
-                            capture_output=True, text=True, env=environment, timeout=120)
+                            capture_output=True, text=True, env=environment, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr

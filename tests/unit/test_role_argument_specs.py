@@ -24,6 +24,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from collection_support import install_collection
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.paths import ROLES_DIR, TEMPLATES_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ def _gpu_node(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     command = ["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
                # No nvidia-smi here: the role skips its GPU checks, so its run is short.
                "-e", f"gpu_node_nvidia_smi={tmp_path / 'no-nvidia-smi'}", "site.yml", *extra]
-    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
 
 
 @pytest.mark.slow

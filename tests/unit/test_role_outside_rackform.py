@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from collection_support import install_collection
+from hang_limit import SUBPROCESS_HANG_S
 from rackform import __version__
 from rackform.paths import PLUGINS_DIR, ROLES_DIR, TEMPLATES_DIR
 
@@ -53,7 +54,7 @@ def _environment(collections: Path, scratch: Path) -> dict[str, str]:
 
 def _galaxy(*arguments: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     done = subprocess.run([str(Path(sys.executable).with_name("ansible-galaxy")), "collection", *arguments],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -88,7 +89,7 @@ def playbook(project: Path, collections: Path, *arguments: str) -> subprocess.Co
     command = ["ansible-playbook", "-i", "localhost,", "-c", "local",
                "-e", f"ansible_python_interpreter={sys.executable}", "site.yml", *arguments]
     return subprocess.run(command, cwd=project, env=_environment(collections, project), capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=SUBPROCESS_HANG_S)
 
 
 @pytest.mark.slow
@@ -107,7 +108,8 @@ def test_the_tarball_holds_the_collection_at_rackforms_version(tarball):
 def test_ansible_doc_reads_every_module_of_the_installed_collection(installed, tmp_path):
     names = [f"rackform.site.{module}" for module in MODULES]
     done = subprocess.run([str(Path(sys.executable).with_name("ansible-doc")), "-t", "module", "--json", *names],
-                          env=_environment(installed, tmp_path), capture_output=True, text=True, timeout=300)
+                          env=_environment(installed, tmp_path), capture_output=True, text=True,
+                          timeout=SUBPROCESS_HANG_S)
     assert done.returncode == 0, done.stderr
     documented = json.loads(done.stdout)
     assert sorted(documented) == names

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.collection import short_name
 from rackform.model.loader import load_site
 from rackform.model.schema import StoragePlacement
@@ -215,7 +216,7 @@ def ansible_template(project: Path, template: str, deployed: Path, *extra: str) 
          f"src={ROLES_IN_PROJECT}storage_server/templates/{template} dest={deployed}",
          "-e", f"@{ROLES_IN_PROJECT}storage_server/defaults/main.yml", "-e", "ansible_connection=local",
          "-e", f"ansible_python_interpreter={sys.executable}", *extra],
-        cwd=project, env=_environment(deployed.parent), capture_output=True, text=True, timeout=300)
+        cwd=project, env=_environment(deployed.parent), capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
     return deployed.read_text()
 
@@ -260,7 +261,7 @@ def test_storage_roles_pass_ansible_lint_production_profile(tmp_path, files):
     result = subprocess.run(
         ["ansible-lint", "--offline", "--profile", "production", "--nocolor", "storage.yml",
          *(f"{ROLES_IN_PROJECT}{role}" for role in STORAGE_ROLES)],
-        cwd=project, env=_environment(tmp_path), capture_output=True, text=True, timeout=600)
+        cwd=project, env=_environment(tmp_path), capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
