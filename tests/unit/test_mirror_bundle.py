@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from hang_limit import SUBPROCESS_HANG_S
 from rackform.cli import main
 from rackform.mirror import MirrorError, apt_repo, debs, gobuild, oci, upstream
 from rackform.mirror.manifest import Artifact, Manifest, file_digest, read, verify
-from rackform.mirror.source import ReleasePins, go_builds
+from rackform.mirror.source import ReleasePins
 
 pytestmark = pytest.mark.slow
 PINS = ReleasePins("1.36.3", "3.6.8-0", "v1.14.2", "3.10.2", "v1.10.0", "v2.1.0")
@@ -92,14 +93,28 @@ def test_manifest_round_trip_and_tamper_check(tmp_path):
                                           f"{manifest.artifacts[0].digest}"]
 
 
+def _tiny_module(folder: Path) -> gobuild.GoBuild:
+    """A Go module of one command and no dependencies: the cache is under test, not a real
+    component (building one, CNI's plugins, meant a download and minutes of Go mid-run)."""
+    folder.mkdir()
+    (folder / "go.mod").write_text("module example.com/tiny\n\ngo 1.22\n")
+    (folder / "go.sum").write_text("")
+    (folder / "main.go").write_text('package main\n\nvar version = "unset"\n\nfunc main() { println(version) }\n')
+    return gobuild.GoBuild("tiny", "v1.0.0", folder, {"example.com/tiny": "tiny"},
+                           ("-s", "-w", "-X main.version=v1.0.0"))
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs Go to build a module (docs/mirror.md)")
 def test_go_build_is_cached_by_version_and_digest(tmp_path):
-    spec = go_builds(PINS)["cni"]
-    first = gobuild.build(spec, progress=lambda _line: None, cache_dir=tmp_path)
-    second = gobuild.build(spec, progress=lambda _line: None, cache_dir=tmp_path)
+    spec = _tiny_module(tmp_path / "tiny")
+    first = gobuild.build(spec, progress=lambda _line: None, cache_dir=tmp_path / "cache")
+    second = gobuild.build(spec, progress=lambda _line: None, cache_dir=tmp_path / "cache")
     assert (first.cached, second.cached) == (False, True)
     assert second.binaries == first.binaries
-    about = subprocess.run([first.binaries["bridge"]], capture_output=True, text=True)
-    assert "v1.10.0" in about.stdout + about.stderr, "the plugin reports the pinned version"
+    about = subprocess.run([first.binaries["tiny"]], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
+    assert "v1.0.0" in about.stdout + about.stderr, "the binary reports the version its linker flags set"
+    (spec.module_dir / "go.sum").write_text("\n")  # another input: another key, built anew
+    assert gobuild.build(spec, progress=lambda _line: None, cache_dir=tmp_path / "cache").cached is False
 
 
 def test_a_release_the_mirror_does_not_carry_is_bad_input(capsys, tmp_path):
