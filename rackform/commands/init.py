@@ -12,6 +12,9 @@
       Pulumi.yaml, Pulumi.SITE.yaml   the Pulumi program of the installed rackform, one stack
       .gitignore                 build/ (rendered projects, locks), never state/
 
+DIR becomes a git repository (`git init`) where git is installed and DIR is not inside a work
+tree already: its README says to commit it, state/ included. The files name no path of this
+machine but Pulumi.yaml's `main` and `virtualenv`, which Pulumi needs absolute (see there).
 The example is a real site in DIR, even when rackform ships it as a lab: its `lab_only` and
 the inventory settings that turn SSH host key checking off are not copied, so checking is on
 (`rackform ssh-keys SITE --collect` records the machines' keys).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -30,6 +34,8 @@ from pathlib import Path
 HELP = "Start a site repo of your own (sites, inventories, shared settings, rollout, Pulumi) for the installed rackform."
 EXAMPLE_DEFAULT = "edge"
 VARIABLE_FOLDERS = ("group_vars", "host_vars")
+GIT_TIMEOUT_S = 60
+"""`git init` of an empty folder; only a hung git (a network home, a lock) takes longer."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,13 +60,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     written = write_repo(target, args.example)
     print(f"rackform init: wrote {len(written)} files to {target}")
+    print(f"rackform init: {git_init(target)}")
     print(f"next: cd {target} && rackform validate {args.example} && rackform render {args.example}; "
           f"once its machines answer, `rackform ssh-keys {args.example} --collect` records their SSH host keys")
     return 0
 
 
 def write_repo(target: Path, example: str) -> list[Path]:
-    from rackform.paths import ASSETS_DIR, PACKAGE_DIR
+    from rackform.paths import ASSETS_DIR
     from rackform.site_scaffold import real_site_design, real_site_vars
 
     topologies = ASSETS_DIR / "topologies"
@@ -105,8 +112,25 @@ def write_repo(target: Path, example: str) -> list[Path]:
     write(f"Pulumi.{example}.yaml", f"# Stack for the '{example}' site (topologies/sites/{example}.yaml).\n"
                                     f"config:\n  rackform:site: {example}\n")
     write(".gitignore", "# rendered projects, locks and rollout progress; state/ is committed\nbuild/\n")
-    write("README.md", README.format(site=example, package=PACKAGE_DIR))
+    write("README.md", README.format(site=example))
     return written
+
+
+def git_init(target: Path) -> str:
+    """Make `target` a git repository, unless git is missing or `target` is inside a work tree
+    already (a folder of an existing repo); what was done, as a line to show."""
+    git = shutil.which("git")
+    if git is None:
+        return "git is not installed: no git repository was made; make one to commit the repo (README.md)"
+    inside = subprocess.run([git, "-C", str(target), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                            timeout=GIT_TIMEOUT_S, check=False)
+    if inside.returncode == 0:
+        return f"{target} is inside the git repository {inside.stdout.strip()}: no new one was made"
+    made = subprocess.run([git, "init", "-q", str(target)], capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                          check=False)
+    if made.returncode != 0:
+        return f"git init {target} failed ({made.stderr.strip() or f'exit {made.returncode}'}): make the repository yourself"
+    return f"made {target} a git repository: commit it, state/ included (`git add -A && git commit`)"
 
 
 BLOCKS_README = """\
@@ -162,7 +186,9 @@ README = textwrap.dedent("""\
     - `topologies/blocks/`: building blocks of our own (rackform's catalog is built in)
     - `topologies/rollout.yaml`: waves, gates, sites routed to each other
     - `Pulumi.yaml`: the Pulumi program of the installed rackform (`pulumi up -s {site}`, with
-      the `rackform[pulumi]` extra installed)
+      the `rackform[pulumi]` extra installed); its `main` and `virtualenv` are where rackform
+      is installed on the machine that ran `rackform init`: on another machine, or after
+      reinstalling rackform, write them anew (its comment says how)
 
-    rackform itself: {package}
+    rackform itself is the installed package: `pip show rackform` says which and where.
     """)

@@ -146,9 +146,12 @@ def load_matrix(root: Path | str = Path(".")) -> Matrix:
     that keeps no matrix of its own); SourceError on a malformed entry."""
     from rackform.paths import ASSETS_ROOT
 
-    root = Path(root) if (Path(root) / MATRIX_PATH).is_file() else ASSETS_ROOT
+    own = (Path(root) / MATRIX_PATH).is_file()
+    root = Path(root) if own else ASSETS_ROOT
     path = root / MATRIX_PATH
-    shown = display_path(path, Path(root))
+    # rackform's own matrix is named by its full path: the repo at hand (an `rackform init`
+    # one) has no topologies/versions.yaml, so that name would point at nothing
+    shown = display_path(path, Path(root)) if own else str(path.resolve())
     data = load_yaml(path, shown_as=shown)
     if not isinstance(data, LineDict):
         raise SourceError(Loc(shown, 1), "", "expected a mapping with kubernetes, components, incompatible")
