@@ -1,7 +1,7 @@
 """The files of the collection rackform.site as a rendered project carries them.
 
-`roles/`, `plugins/`, rackform's CHANGELOG.md and templates/collection/meta/runtime.yml
-are copied as they are. `galaxy.yml` and the collection's README are rendered from
+`roles/`, `plugins/`, rackform's CHANGELOG.md and LICENSE, and
+templates/collection/meta/runtime.yml are copied as they are. `galaxy.yml` and the collection's README are rendered from
 templates/collection/: the version is rackform's, the dependencies are the collections
 the project's requirements.yml pins (one list), and the README's tables come from each
 role's meta/main.yml and each module's DOCUMENTATION. Built once per process: the
@@ -17,7 +17,7 @@ import yaml
 
 from rackform import __version__
 from rackform.collection import NAME, NAMESPACE, PROJECT_DIR
-from rackform.paths import CHANGELOG_FILE, TEMPLATES_DIR
+from rackform.paths import CHANGELOG_FILE, LICENSE_FILE, TEMPLATES_DIR
 from rackform.render.assets import PLUGINS_DIR, ROLES_DIR, project_templates, tree_files
 
 _SHORT_DESCRIPTION = re.compile(r"^short_description:\s*(.+)$", re.MULTILINE)
@@ -56,6 +56,7 @@ def _collection(requirements_yml: str) -> tuple[tuple[str, bytes], ...]:
     files = {name: templates.get_template(f"collection/{name}.j2").render(values).encode()
              for name in _RENDERED_FILES}
     files["CHANGELOG.md"] = CHANGELOG_FILE.read_bytes()
+    files["LICENSE"] = LICENSE_FILE.read_bytes()  # galaxy.yml's `license:` names it; the tarball carries its text
     for name in _STATIC_FILES:
         files[name] = (TEMPLATES_DIR / "collection" / name).read_bytes()
     files.update({f"roles/{path}": content for path, content in tree_files(ROLES_DIR).items()})

@@ -37,6 +37,7 @@ def test_the_wheel_carries_roles_templates_catalog_and_host_checks(rackform_whee
     for wanted in ("rackform/_assets/roles/base_os/tasks/main.yml", "rackform/_assets/templates/playbooks/os.yml.j2",
                    "rackform/_assets/plugins/modules/ipmi.py", "rackform/_assets/plugins/module_utils/rackform_ipmi_lan.py",
                    "rackform/_assets/templates/collection/galaxy.yml.j2", "rackform/_assets/CHANGELOG.md",
+                   "rackform/_assets/LICENSE",
                    "rackform/_assets/topologies/blocks/dgx-h100.yaml", "rackform/_assets/topologies/versions.yaml",
                    "rackform/_assets/infra/conftest.py", "rackform/_assets/stacks/__main__.py",
                    "rackform/_assets/sources/kubernetes/1.36.3/go.mod",

@@ -27,7 +27,9 @@ import yaml
 from collection_support import install_collection
 from hang_limit import SUBPROCESS_HANG_S
 from rackform import __version__
+from rackform.collection import PROJECT_DIR
 from rackform.paths import PLUGINS_DIR, ROLES_DIR, TEMPLATES_DIR
+from rackform.render.collection_files import collection_files
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.name for path in ROLES_DIR.iterdir() if (path / "meta" / "main.yml").exists())
@@ -101,7 +103,22 @@ def test_the_tarball_holds_the_collection_at_rackforms_version(tarball):
     assert (manifest["namespace"], manifest["name"], manifest["version"]) == ("rackform", "site", __version__)
     assert manifest["dependencies"] == requirements
     assert {"roles/kubeadm/tasks/main.yml", "plugins/modules/ipmi.py", "plugins/module_utils/rackform_ipmi_lan.py",
-            "plugins/filter/pxe_server.py", "meta/runtime.yml", "CHANGELOG.md", "README.md"} <= names
+            "plugins/filter/pxe_server.py", "meta/runtime.yml", "CHANGELOG.md", "README.md", "LICENSE"} <= names
+
+
+def test_the_collection_carries_rackforms_licence():
+    """In every rendered project too, so a collection built from one has it."""
+    assert collection_files()[f"{PROJECT_DIR}/LICENSE"] == (ROOT / "LICENSE").read_bytes()
+
+
+@pytest.mark.slow
+def test_the_tarball_carries_the_licence_its_manifest_names(tarball):
+    """Apache-2.0 asks that a copy of the licence go with the work: the tarball's LICENSE is the repo's."""
+    with tarfile.open(tarball) as archive:
+        licence = archive.extractfile("LICENSE").read()
+        manifest = json.load(archive.extractfile("MANIFEST.json"))["collection_info"]
+    assert licence == (ROOT / "LICENSE").read_bytes()
+    assert manifest["license"] == ["Apache-2.0"]
 
 
 @pytest.mark.slow
