@@ -1,7 +1,8 @@
 """`rackform upgrade SITE --to VERSION`: pin the new Kubernetes version and run upgrade-cluster.yml.
 
 Refused (exit 2, nothing touched) when the matrix does not allow the step, with what else
-must change. Under the site's lock (exit 1 and nothing written while a deploy, a rollout or a
+must change, and where the playbook would run but this controller never built the target
+release's mirror bundle (rackform.run.bundle_preflight: upgrade-cluster.yml serves it first). Under the site's lock (exit 1 and nothing written while a deploy, a rollout or a
 `pulumi up` holds it), the version is written into the site file with a round-trip edit; where
 a cluster exists (a kubeconfig: rackform.run.cluster) the emitted upgrade-cluster.yml runs
 through the stage runner (`rackform.run.stages.run_day2_playbook`: validate.yml first, the
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if site.kubernetes.version == args.to:
         print(f"upgrade {site.name}: already at {args.to}: nothing to do")
         return EXIT_OK
+    _refuse_without_the_targets_bundle(site, args.root, args.to)
     document = YamlFile.load(args.root / site_file(site.name))
     kubernetes = document.data.get("kubernetes")
     if not hasattr(kubernetes, "insert"):
@@ -70,6 +72,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"upgrade {site.name}: kubernetes.version {site.kubernetes.version} -> {args.to}"
           + ("" if code == EXIT_OK else " (written; the playbook did not run to success)"))
     return code
+
+
+def _refuse_without_the_targets_bundle(site, root: Path, target: str) -> None:
+    """BadInput, before anything is written, where upgrade-cluster.yml would run (the site has a
+    cluster) and its first play would find no bundle of `target` to serve from the mirror host."""
+    from rackform.pipeline import build_dir
+    from rackform.run import cluster
+    from rackform.run.bundle_preflight import refuse_missing_bundle
+
+    if cluster.find(build_dir(root, site.name)).absent is None:
+        refuse_missing_bundle(site, root, ["upgrade-cluster.yml"], version=target)
 
 
 def run_maintenance_playbook(site_name: str, root: Path, playbook: str, limit: str | None,

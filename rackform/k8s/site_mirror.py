@@ -104,13 +104,14 @@ def bundle_digest(version: str) -> str:
     return file_digest(manifest) if manifest.is_file() else "none"
 
 
-def missing_bundle(site: Site) -> Path | None:
-    """The manifest of the bundle the site's mirror host serves, when this controller lacks it
-    (never built here); None when it is here or the site serves none: no mirror host of its own
-    (the site_mirror play leaves every host alone) or no Kubernetes release to carry."""
+def missing_bundle(site: Site, version: str | None = None) -> Path | None:
+    """The manifest of the bundle the site's mirror host serves (of `version`, default the site's
+    release), when this controller lacks it (never built here); None when it is here or the site
+    serves none: no mirror host of its own (the site_mirror play leaves every host alone) or no
+    Kubernetes release to carry."""
     if site.mirror is None or site.mirror.host is None or site.kubernetes is None or mirror_address(site) is None:
         return None
-    manifest = bundle_manifest(site.kubernetes.version)
+    manifest = bundle_manifest(version or site.kubernetes.version)
     return None if manifest.is_file() else manifest
 
 

@@ -6,12 +6,14 @@ which reads the bundle of the site's Kubernetes release from this controller
 host, and then every node would fail in the os stage. So the stage runner asks first: when a
 playbook about to run serves the mirror and the bundle is missing (`site_mirror.missing_bundle`,
 the fact the role asserts too), the run is bad input naming the command that builds it.
+`rackform upgrade` asks the same of its target release before it pins it, where a cluster is
+there to run upgrade-cluster.yml on.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -38,17 +40,27 @@ def _role_name(entry: object) -> object:
 def check_bundle(site: Site, root: Path, files: Mapping[str, bytes], playbooks: Iterable[str]) -> None:
     """BadInput when one of `playbooks` (of the rendered `files`) serves the site mirror and this
     controller lacks the bundle it serves; nothing when the bundle is here or none of them needs it."""
-    manifest = missing_bundle(site)
-    if manifest is None:
+    if missing_bundle(site) is None:
         return
     serving = [playbook for playbook in playbooks if playbook in files and serves_mirror(files[playbook])]
-    if not serving:
+    if serving:
+        refuse_missing_bundle(site, root, serving)
+
+
+def refuse_missing_bundle(site: Site, root: Path, serving: Sequence[str], version: str | None = None) -> None:
+    """BadInput when this controller lacks the bundle of `version` (default: the site's release)
+    that the playbooks `serving` serve from the site's mirror host; nothing otherwise."""
+    manifest = missing_bundle(site, version)
+    if manifest is None:
         return
     assert site.mirror_loc is not None and site.kubernetes is not None  # a mirror host and a release: missing_bundle
-    command = f"rackform mirror build {site.name}" + _root_option(root)
+    version = version or site.kubernetes.version
+    # The site's own release is what `mirror build SITE` builds; another (an upgrade's target) is named
+    which = site.name if version == site.kubernetes.version else f"--kubernetes {version}"
+    command = f"rackform mirror build {which}" + _root_option(root)
     raise BadInput([SourceError(
         site.origin("mirror.host", site.mirror_loc), "mirror.host",
-        f"the site mirror's bundle of Kubernetes {site.kubernetes.version} was never built on this machine "
+        f"the site mirror's bundle of Kubernetes {version} was never built on this machine "
         f"({manifest} is missing), and {', '.join(serving)} serves it to the nodes from here: build it first "
         f"with `{command}`")])
 

@@ -35,8 +35,9 @@ def no_bundles(tmp_path: Path, monkeypatch) -> Path:
 
 
 @pytest.fixture()
-def runs(monkeypatch, site_root: Path) -> list[str]:
-    """The playbooks that ran (each ok on one host); no lab up, state under the copy."""
+def runs(monkeypatch, tmp_path: Path) -> list[str]:
+    """The playbooks that ran (each ok on one host); no lab up, state under the test's folder
+    (where site_root and fleet_root copy the sites)."""
     calls: list[str] = []
 
     def run_playbook(project_dir: Path, playbook: str, **options) -> RunResult:
@@ -45,7 +46,7 @@ def runs(monkeypatch, site_root: Path) -> list[str]:
 
     monkeypatch.setattr(deploy_module, "run_playbook", run_playbook)
     monkeypatch.setattr("rackform.lab.state.load", lambda site: None)
-    monkeypatch.setenv(applied.STATE_DIR_ENV, str(site_root / "state"))
+    monkeypatch.setenv(applied.STATE_DIR_ENV, str(tmp_path / "state"))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     return calls
 
@@ -108,3 +109,21 @@ def lab_render(repo_root: Path) -> dict[str, bytes]:
 ])
 def test_which_rendered_playbooks_serve_the_mirror(lab_render, playbook: str, serves: bool):
     assert serves_mirror(lab_render[playbook]) is serves
+
+
+def test_an_upgrade_without_the_targets_bundle_is_refused_before_the_pin(fleet_root: Path, runs, capsys):
+    """A cluster is there (a fetched kubeconfig), the site's own bundle too, not the target's."""
+    from rackform.mirror import bundle
+
+    kubeconfig = fleet_root / "build" / "lab" / "artifacts" / "kubeconfig"
+    kubeconfig.parent.mkdir(parents=True)
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    target = bundle.bundle_path("1.36.3")
+    (target / "manifest.json").unlink()
+    before = (fleet_root / "topologies/sites/lab.yaml").read_text()
+    assert cli.main(["upgrade", "lab", "--root", str(fleet_root), "--to", "1.36.3"]) == 2
+    assert (f"mirror.host: the site mirror's bundle of Kubernetes 1.36.3 was never built on this machine "
+            f"({target / 'manifest.json'} is missing), and upgrade-cluster.yml serves it to the nodes from here: "
+            f"build it first with `rackform mirror build --kubernetes 1.36.3 --root {fleet_root}`"
+            ) in capsys.readouterr().err
+    assert runs == [] and (fleet_root / "topologies/sites/lab.yaml").read_text() == before
