@@ -5,6 +5,7 @@ checkout is: copies of Pulumi.yaml and the Pulumi.<stack>.yaml files (the engine
 stack's encryption salt and secrets into those, so the committed files stay untouched), links to
 stacks/ and .venv/, a local file backend (`pulumi login file://...`), the passphrase secrets
 provider, and $RACKFORM_ROOT naming the checkout whose designs, build/ and state/ the program uses.
+`backend_url` logs in to another backend instead (an `s3://` bucket: tests/unit/test_pulumi_team_state.py).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ class EngineProject:
     root: Path = REPO_ROOT
     """The checkout the program deploys from ($RACKFORM_ROOT)."""
     extra_env: dict[str, str] = field(default_factory=dict)
+    backend_url: str = ""
+    """The backend `pulumi login` is given; empty for the local file backend (`backend`)."""
 
     @classmethod
-    def make(cls, folder: Path, root: Path = REPO_ROOT, **extra_env: str) -> EngineProject:
+    def make(cls, folder: Path, root: Path = REPO_ROOT, backend_url: str = "", **extra_env: str) -> EngineProject:
         project = folder / "project"
         project.mkdir(parents=True)
         for stack_file in [REPO_ROOT / "Pulumi.yaml", *sorted(REPO_ROOT.glob("Pulumi.*.yaml"))]:
@@ -46,18 +49,22 @@ class EngineProject:
         (project / ".venv").symlink_to(REPO_ROOT / ".venv")
         (folder / "backend").mkdir()
         (folder / "home").mkdir()
-        engine = cls(project, root, extra_env)
-        engine.run("login", f"file://{folder / 'backend'}")
+        engine = cls(project, root, extra_env, backend_url)
+        engine.run("login", engine.login_url)
         return engine
 
     @property
     def backend(self) -> Path:
         return self.folder.parent / "backend"
 
+    @property
+    def login_url(self) -> str:
+        return self.backend_url or f"file://{self.backend}"
+
     def env(self) -> dict[str, str]:
         return {**os.environ, "PULUMI_HOME": str(self.folder.parent / "home"), "PULUMI_SKIP_UPDATE_CHECK": "true",
                 "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "RACKFORM_ROOT": str(self.root),
-                "PULUMI_DIY_BACKEND_URL": f"file://{self.backend}", **self.extra_env}
+                "PULUMI_DIY_BACKEND_URL": self.login_url, **self.extra_env}
 
     def run(self, *args: str, check: bool = True, timeout_s: float = 300,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
