@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rackform"
-ARCHITECTURE = ROOT / "docs" / "architecture.md"
+ARCHITECTURE = ROOT / "docs/architecture.md"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("rackform", "rackform.paths", "rackform.installed_tools", "rackform.gc_pause", "rackform.collection",
