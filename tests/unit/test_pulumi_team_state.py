@@ -216,10 +216,12 @@ def lock_objects(bucket: Path) -> list[Path]:
 
 def test_two_concurrent_ups_of_one_stack_the_second_is_refused_by_the_backends_lock(s3_server: S3Server,
                                                                                       tmp_path: Path):
-    """Not rackform's own stack: its program takes the site's lock (build/.locks/<site>.lock) for
-    a whole `pulumi up`, which on this one machine would refuse the second run too, before the
-    backend is asked. Operators on separate machines each have their own build/ and site lock;
-    what keeps their runs of one stack apart is the backend's lock, tested here alone."""
+    """Not rackform's own stack: a site's `pulumi up` drives its hardware (the lab), and its program
+    takes the site's lock (build/.locks/<site>.lock, a file lock on the machine that runs it) for
+    the whole run, which on this one machine would be a second lock in play. Operators on separate
+    machines each have their own build/ and site lock; what keeps their runs of one stack apart is
+    the backend's lock, tested here alone: a probe project whose one resource takes
+    SLOW_CREATE_S to create, so the first run still holds the lock when the second asks."""
     bucket = s3_server.make_bucket("team-lock")
     url = s3_server.login_url("team-lock")
     alice = lock_probe_operator(tmp_path / "alice", url)
