@@ -5,7 +5,7 @@
 The lock is an flock, which the kernel drops when its owner dies: a deploy or
 rollout killed by a signal or a crash never leaves a lock that blocks the next run.
 The file stays behind with the dead owner's line, so the next run can say that the
-previous one ended without finishing. Taking a lock this process already holds
+previous one ended without finishing; a run that ends cleanly removes it. Taking a lock this process already holds
 (a rollout's lock, then the stage runner's) nests instead of blocking.
 
 `pulumi up` is several processes: its program holds the site's lock for the whole run
@@ -84,17 +84,11 @@ def site_lock(root: Path, site: str, *, say: Callable[[str], None] | None = None
             _held[path] -= 1
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            owner = handle.read().strip() or "another process"
-            if _same_engine(owner):  # this `pulumi up`'s own program holds it for the whole run
-                yield
-                return
-            raise SiteLocked(f"site {site} is being deployed by {owner} (lock {path}); "
-                             f"wait for it to finish") from None
+    handle = _open_locked(path, site)
+    if handle is None:  # this `pulumi up`'s own program holds it for the whole run
+        yield
+        return
+    with handle:
         handle.seek(0)
         previous = handle.read().strip()
         if previous and say is not None:
@@ -109,6 +103,34 @@ def site_lock(root: Path, site: str, *, say: Callable[[str], None] | None = None
             yield
         finally:
             del _held[path]
-            handle.seek(0)
-            handle.truncate()  # an empty file: released cleanly
+            # Released cleanly: the file goes (a run that changed nothing leaves nothing behind);
+            # one left with an owner line is a run that died holding it.
+            path.unlink(missing_ok=True)
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _open_locked(path: Path, site: str):
+    """The lock file, open and flock'ed; None where this process's Pulumi engine holds it.
+
+    A holder removes the file when it releases it, so the file this process opened may have
+    been removed (or replaced) before its flock succeeded: then it holds a lock on a file nobody
+    else will open, and tries again on the file the path names now."""
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            if _same_engine(owner):
+                return None
+            raise SiteLocked(f"site {site} is being deployed by {owner} (lock {path}); "
+                             f"wait for it to finish") from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return handle
+        handle.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dill
 import pytest
+from stand_in_render import stand_in_environment
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
@@ -39,6 +40,8 @@ from pulumi.runtime._serialization import _deserialize, _serialize  # noqa: E402
 
 import rackform.render.project  # noqa: E402
 import rackform.run.deploy  # noqa: E402
+import rackform.run.stage_process  # noqa: E402
+import rackform.run.stages  # noqa: E402
 from rackform.run import applied  # noqa: E402
 from rackform.run.stages import INCOMPLETE_PREFIX  # noqa: E402
 from rackform.pipeline import load_and_check  # noqa: E402
@@ -193,7 +196,10 @@ def root(tmp_path_factory) -> Path:
         shutil.copytree(REPO / folder, root / folder)
     files = localhost_files(root / "marker.txt")
     with pytest.MonkeyPatch.context() as patch:
+        # here, and in the stage process the provider starts (tests/stand_in_render.py)
         patch.setattr(rackform.render.project, "render_files", lambda site: dict(files))
+        for name, value in stand_in_environment(root / "stand-in", files).items():
+            patch.setenv(name, value)
         yield root
 
 
@@ -268,7 +274,13 @@ def runs(monkeypatch) -> list[tuple[Path, str]]:
         calls.append((project_dir, playbook))
         return RunResult(playbook=playbook, status="successful", rc=0, hosts={"leaf-1": HostStats(ok=3, changed=2)})
 
+    def in_this_process(site, root, stage, *, envvars, left_out, via, cancel_requested):
+        """The stage run here, where the stand-in above reaches it (the fresh process the provider
+        starts is tested with a real run in tests/unit/test_pulumi_cancel.py)."""
+        return rackform.run.stages.run_stages(site, root, [stage], envvars=envvars, left_out=left_out, via=via)
+
     monkeypatch.setattr(rackform.run.deploy, "run_playbook", run_playbook)
+    monkeypatch.setattr(rackform.run.stage_process, "run_stage_in_fresh_process", in_this_process)
     return calls
 
 

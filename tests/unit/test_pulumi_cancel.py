@@ -11,8 +11,8 @@ So the tests start the dynamic-provider host as the engine does (`python -m pulu
 stacks/), Create a stage whose playbook sleeps, and then: call `Cancel` over gRPC (the first
 Ctrl-C), or SIGKILL the host's process group (the second). The stage's project is the localhost
 stand-in of test_providers: only `render_files` is replaced, in every Python process that imports
-it (a sitecustomize on the host's PYTHONPATH), since the provider runs each stage in a fresh
-process (rackform.run.stage_process). The host runs without GRPC_ENABLE_FORK_SUPPORT=0: the
+it (tests/stand_in_render.py), since the provider runs each stage in a fresh process
+(rackform.run.stage_process). The host runs without GRPC_ENABLE_FORK_SUPPORT=0: the
 stage process is what keeps ansible-runner's fork out of the gRPC process.
 
 The same Ctrl-C under the real engine: tests/lab/test_pulumi_lab.py.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import shutil
 import signal
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from stand_in_render import stand_in_environment
 from google.protobuf import empty_pb2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,31 +70,7 @@ STAND_IN = {
 
 # The engine runs `python -u -m pulumi.dynamic`; the host runs that module as __main__ the same way.
 HOST = 'import runpy; runpy.run_module("pulumi.dynamic", run_name="__main__", alter_sys=True)'
-# Every process started with STAND_IN_PROJECT set renders the stand-in: the host, and the stage
-# process it starts (an import hook patches rackform.render.project as it is loaded).
-STAND_IN_SITECUSTOMIZE = textwrap.dedent("""\
-    import json, os, sys
 
-    class StandInRender:
-        def find_spec(self, name, path=None, target=None):
-            if name != "rackform.render.project":
-                return None
-            sys.meta_path.remove(self)
-            import importlib.util
-            spec = importlib.util.find_spec(name)
-            load = spec.loader.exec_module
-
-            def exec_module(module):
-                load(module)
-                files = {p: text.encode() for p, text in json.loads(os.environ["STAND_IN_PROJECT"]).items()}
-                module.render_files = lambda site: dict(files)
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-    if os.environ.get("STAND_IN_PROJECT"):
-        sys.meta_path.insert(0, StandInRender())
-    """)
 
 
 class ProviderHost:
@@ -105,11 +81,7 @@ class ProviderHost:
         files = {path: text.replace("STARTED", str(root / "os-started")).replace("FINISHED", str(root / "os-finished"))
                  for path, text in STAND_IN.items()}
         env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "RACKFORM_STATE_DIR")}
-        customize = root / "stand-in-site"
-        customize.mkdir()
-        (customize / "sitecustomize.py").write_text(STAND_IN_SITECUSTOMIZE)
-        env |= {"STAND_IN_PROJECT": json.dumps(files), "PULUMI_PROJECT": "rackform", "PULUMI_CONFIG": "{}",
-                "PYTHONPATH": str(customize),
+        env |= {**stand_in_environment(root / "stand-in", files), "PULUMI_PROJECT": "rackform", "PULUMI_CONFIG": "{}",
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         self.stderr = (root / "host-stderr").open("w")
         # A process group of its own, as the engine gives its plugins.
