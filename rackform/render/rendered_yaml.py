@@ -35,6 +35,16 @@ _NOT_ROUND_TRIPPED = re.compile(
 )
 """UTF-8 of what YAML's reader refuses (controls but tab, LF, CR; DEL; C1; U+FFFE/U+FFFF) or reads
 as a line break (NEL, U+2028, U+2029): a string holding one may not load back as written."""
+_ASCII_ROUND_TRIPPED = bytes(range(0x20, 0x7F)) + b"\t\n\r"
+"""The ASCII bytes _NOT_ROUND_TRIPPED does not match. Nearly every rendered file is ASCII:
+deleting these leaves nothing exactly when the pattern finds nothing, in a tenth of its time."""
+
+
+def _round_trips(content: bytes) -> bool:
+    """Whether _NOT_ROUND_TRIPPED finds nothing in content."""
+    if content.isascii():
+        return not content.translate(None, _ASCII_ROUND_TRIPPED)
+    return _NOT_ROUND_TRIPPED.search(content) is None
 
 
 class RenderedYaml(bytes):
@@ -59,7 +69,7 @@ def rendered_yaml(data: dict | list, header: str = "") -> bytes:
     """`data` as a YAML document (`yamltext.dump`): a RenderedYaml carrying `data`, or plain
     bytes where the text may not load back as `data` exactly."""
     content = yamltext.dump(data, header).encode()
-    if _NOT_ROUND_TRIPPED.search(content):
+    if not _round_trips(content):
         return content
     rendered = RenderedYaml(content)
     rendered.data = data
