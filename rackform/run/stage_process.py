@@ -10,9 +10,10 @@ gRPC starts, and the engine's launcher does not set it. So the provider never fo
 fork handlers), and that process, which has no gRPC in it, runs `rackform.run.stages.run_stages`
 exactly as `rackform deploy` does.
 
-    parent (provider)                     child (this module as __main__)
+    parent (provider)                     child (this module as __main__, a session of its own)
     request, pickled, on stdin   ─────▶   run_stages(site, root, [stage], ...)
     SIGTERM on the engine's Cancel ───▶   the first signal's cancel (interrupt.PULUMI_CANCEL)
+    (the parent's death: SIGTERM too)     the same cancel: the stage stops, nothing is recorded
     the SiteRun or the exception  ◀─────  pickled, on the file descriptor named in argv
 
 The child's stdout goes to the parent's stderr: the provider's stdout is the engine's.
@@ -50,8 +51,11 @@ def run_stage_in_fresh_process(site: str, root: Path, stage: str, *, envvars: Ma
                             "left_out": list(left_out), "via": via})
     answer_read, answer_write = os.pipe()
     try:
-        child = subprocess.Popen([sys.executable, "-m", __name__, str(answer_write), str(os.getpid())], stdin=subprocess.PIPE,
-                                 stdout=sys.stderr.fileno(), pass_fds=(answer_write,))
+        # A session of its own: when the engine shuts its plugins down (SIGINT to the provider's
+        # process group, SIGKILL 5 s later) the stage is not killed mid-task but cancels itself.
+        child = subprocess.Popen([sys.executable, "-m", __name__, str(answer_write), str(os.getpid())],
+                                 stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), pass_fds=(answer_write,),
+                                 start_new_session=True)
     finally:
         os.close(answer_write)
     chunks: list[bytes] = []
@@ -66,10 +70,12 @@ def run_stage_in_fresh_process(site: str, root: Path, stage: str, *, envvars: Ma
             cancelled = True
         time.sleep(CANCEL_POLL_S)
     reader.join()
-    if not chunks:
-        raise StageProcessFailed(f"stage '{stage}' of site '{site}': its process ended with exit {child.returncode} "
-                                 f"and no answer")
-    outcome, value = pickle.loads(b"".join(chunks))
+    answer = b"".join(chunks)
+    if not answer:
+        cut = " after a cancel" if cancelled else ""
+        raise StageProcessFailed(f"stage '{stage}' of site '{site}': its process ended{cut} (exit {child.returncode}) "
+                                 f"without an answer; nothing was recorded for it")
+    outcome, value = pickle.loads(answer)
     if outcome == "raised":
         raise value
     return value
@@ -88,8 +94,9 @@ def _answer(value: Any, outcome: str) -> bytes:
 
 
 def _cancel_when_the_parent_dies(parent: int) -> None:
-    """The engine's second Ctrl-C kills the provider process: its stage must not run on unseen
-    (and hold the site's lock). Linux sends this process SIGTERM when its parent dies."""
+    """The engine shuts the provider down after a Ctrl-C (SIGINT to its process group, then
+    SIGKILL): its stage must not run on unseen. Linux sends this process SIGTERM when its parent
+    dies, which cancels the stage as the engine's Cancel does."""
     import ctypes
 
     pr_set_pdeathsig = 1
@@ -105,7 +112,7 @@ def main(argv: list[str]) -> int:
     answer_fd, parent = int(argv[0]), int(argv[1])
     request = pickle.loads(sys.stdin.buffer.read())
     signal.signal(signal.SIGTERM, lambda _signum, _frame: interrupt.request_cancel(interrupt.PULUMI_CANCEL))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the engine's to turn into Cancel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the engine's to turn into Cancel (this is a session of its own)
     _cancel_when_the_parent_dies(parent)
     try:
         answer = _answer(run_stages(request["site"], Path(request["root"]), [request["stage"]],
@@ -113,8 +120,11 @@ def main(argv: list[str]) -> int:
                          "returned")
     except Exception as error:
         answer = _answer(error, "raised")
-    with os.fdopen(answer_fd, "wb") as out:
-        out.write(answer)
+    try:
+        with os.fdopen(answer_fd, "wb") as out:
+            out.write(answer)
+    except BrokenPipeError:  # the provider is gone (the engine shut it down): no one to tell
+        return 1
     return 0
 
 

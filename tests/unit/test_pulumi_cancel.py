@@ -9,7 +9,7 @@ the terminal's SIGINT never reaches them).
 
 So the tests start the dynamic-provider host as the engine does (`python -m pulumi.dynamic` in
 stacks/), Create a stage whose playbook sleeps, and then: call `Cancel` over gRPC (the first
-Ctrl-C), or SIGKILL the host's process group (the second). The stage's project is the localhost
+Ctrl-C), or SIGKILL the host's process group (the engine shutting its plugins down). The stage's project is the localhost
 stand-in of test_providers: only `render_files` is replaced, in every Python process that imports
 it (tests/stand_in_render.py), since the provider runs each stage in a fresh process
 (rackform.run.stage_process). The host runs without GRPC_ENABLE_FORK_SUPPORT=0: the
@@ -49,7 +49,7 @@ from pulumi.runtime._serialization import _serialize  # noqa: E402
 from pulumi.runtime.proto import provider_pb2_grpc  # noqa: E402
 
 from rackform.run import applied  # noqa: E402
-from rackform.run.sitelock import site_lock  # noqa: E402
+from rackform.run.sitelock import SiteLocked, site_lock  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -185,19 +185,27 @@ def test_the_engines_cancel_stops_the_running_stage_and_the_resource_fails_sayin
         pass
 
 
-def test_the_second_ctrl_c_kills_the_provider_releases_the_site_and_records_nothing(host: ProviderHost):
-    """The second Ctrl-C: the engine kills the provider's process group. The site's lock (an flock)
-    goes with the process, nothing is recorded, the stage's digest stays as stored. What the
-    playbook had started may run on: ansible-playbook runs in a session of its own
-    (ansible-runner's pty), and here the stage's local task outlived the provider."""
+def test_when_the_engine_kills_the_provider_the_stage_cancels_itself(host: ProviderHost):
+    """The engine shuts its plugins down after a Ctrl-C (SIGINT to the provider's process group,
+    SIGKILL 5 s later; here SIGKILL at once). The stage runs in a process of its own session: it
+    is not killed mid-task but learns its parent died and cancels the stage as Cancel does: the
+    playbook stops, nothing is recorded, the site's lock is released."""
     host.create_os_stage(timeout_s=SLEEP_S - 30)
     assert wait_until(sleeps_left, 30), "the stage's long task never started"
     os.killpg(host.process.pid, signal.SIGKILL)
     host.process.wait(timeout=30)
+    assert wait_until(lambda: not sleeps_left(), 30), "the stage's long task ran on after its provider died"
+    assert wait_until(lambda: lock_is_free(host.root), 30)
     assert not (host.root / "os-finished").exists()
     assert "os" not in applied.load(host.root, "lab")
-    with site_lock(host.root, "lab"):
-        pass
+
+
+def lock_is_free(root: Path) -> bool:
+    try:
+        with site_lock(root, "lab"):
+            return True
+    except SiteLocked:
+        return False
 
 
 def test_outside_the_provider_host_nothing_is_replaced():
