@@ -89,6 +89,23 @@ def secrets_set_with_secret(config: pulumi.Config) -> None:
             f"encrypted value")
 
 
+def bundle_ready(checked) -> None:
+    """The site mirror's bundle, where a stage serves it: refused before any resource is registered
+    when missing, as `rackform deploy` refuses it (otherwise provision and fabric would change every
+    host before the os stage failed on every node); a preview only warns."""
+    from rackform.render.project import render_files
+    from rackform.run.bundle_preflight import check_bundle
+    from rackform.stages import STAGES
+
+    try:
+        check_bundle(checked, ROOT, render_files(checked), [stage.playbook for stage in STAGES if stage.playbook])
+    except BadInput as error:
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(f"`pulumi up` will refuse this site:\n{error}")
+            return
+        raise pulumi.RunError(f"site '{checked.name}' cannot be deployed yet:\n{error}") from None
+
+
 def hold_site_lock(name: str) -> contextlib.ExitStack:
     """The site's lock for the whole `pulumi up` (the program lives until the engine has finished
     every resource, and the kernel drops the lock when it ends, Ctrl-C included). The stage runs of
@@ -120,6 +137,7 @@ secrets_set_with_secret(config)
 site_name = config.get("site") or pulumi.get_stack()
 one_stack_per_site(site_name, pulumi.get_stack())
 site = checked_site(site_name)
+bundle_ready(site)
 RUN_LOCK = hold_site_lock(site.name)
 cluster = SiteCluster(site.name, SiteClusterArgs(site=site, root=str(ROOT), stage_digests=stage_digests(site),
                                                  bare_metal_nodes=bare_metal_nodes(config)))

@@ -11,6 +11,7 @@ password set in plaintext is refused, one set with --secret is stored encrypted.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,17 @@ def test_a_stack_without_a_stack_file_deploys_the_site_named_like_it(tmp_path: P
     engine.init("edge")
     outputs = engine.run("preview", "-s", "edge").stdout
     assert 'site      : "edge"' in outputs
+
+
+def test_an_up_without_the_site_mirrors_bundle_is_refused_before_anything_runs(tmp_path: Path):
+    """As `rackform deploy` refuses it: the stack stops before registering a resource (else
+    provision and fabric would change every host and the os stage fail on every node)."""
+    engine = EngineProject.make(tmp_path, RACKFORM_MIRROR_BUNDLES=str(tmp_path / "no-bundles"))
+    engine.init("lab")
+    preview = engine.run("preview", "-s", "lab")
+    assert "`pulumi up` will refuse this site" in preview.stdout and "rackform mirror build lab" in preview.stdout
+    refused = engine.run("up", "-s", "lab", "--yes", "--skip-preview", check=False)
+    assert refused.returncode != 0
+    assert "site 'lab' cannot be deployed yet" in refused.stdout and "rackform mirror build lab" in refused.stdout
+    resources = json.loads(engine.run("stack", "export", "-s", "lab").stdout)["deployment"].get("resources") or []
+    assert [r["type"] for r in resources if r["type"].startswith("pulumi-python:dynamic")] == []
