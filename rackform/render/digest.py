@@ -275,12 +275,24 @@ def stage_contents(files: dict[str, bytes], stage: str) -> dict[str, bytes]:
     code = [path for path in paths if not _is_var_file(path)]
     names: set[str] = set().union(*(_words(files[path]) for path in code if path.endswith(_CODE_SUFFIXES)))
     variables = {path: _var_file(files[path]) for path in paths if _is_var_file(path)}
+    # Each round adds the names used by the keys read so far. A key once read stays read (names
+    # only grow) and its names are already in, so a round looks only at the keys not read yet:
+    # the same names and rounds as going over every key each time, without the repeats.
+    unread = [(key, used) for parsed in variables.values() if parsed is not None
+              for key, (used, _hash) in parsed.keys.items()]
     for _ in range(_CLOSURE_ROUNDS):
-        more = {word for parsed in variables.values() if parsed is not None
-                for key, (used, _hash) in parsed.keys.items() if _reads(key, names) for word in used}
+        more: set[str] = set()
+        still_unread = []
+        for entry in unread:
+            key = entry[0]
+            if key in names or key.startswith("ansible_"):  # _reads
+                more.update(entry[1])
+            else:
+                still_unread.append(entry)
         if more <= names:
             break
         names |= more
+        unread = still_unread
     contents = {path: files[path] for path in code}
     for path, parsed in variables.items():
         if parsed is None:
