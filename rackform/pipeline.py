@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rackform.checks import Finding, run_checks
+from rackform.gc_pause import cyclic_gc_paused
 from rackform.model.loader import load_site
 from rackform.model.site import Site
 from rackform.model.source import BadInput, SourceError
@@ -81,6 +82,11 @@ def stage_inputs(files: Mapping[str, bytes], stages: Sequence[str] | None = None
 
 def stage_fingerprints(files: Mapping[str, bytes]) -> dict[str, tuple[str, dict[str, str]]]:
     """Stage -> (digest, {path: short hash}) in one pass over what each stage reads."""
+    with cyclic_gc_paused():  # hashing only allocates, as render does (rackform.gc_pause)
+        return _stage_fingerprints(files)
+
+
+def _stage_fingerprints(files: Mapping[str, bytes]) -> dict[str, tuple[str, dict[str, str]]]:
     from rackform.render.digest import digest_of, stage_contents
 
     files = dict(files)
