@@ -73,6 +73,13 @@ def plan_sites(names: list[str], root: Path, *, keep_render: bool = False):
     import os
     from concurrent.futures import ProcessPoolExecutor
 
+    from rackform.checks import check_modules
+    from rackform.render import project  # noqa: F401
+    from rackform.run import plan  # noqa: F401
+
+    # Imported once here, before the workers fork, rather than by each worker: the check
+    # families, render and the digest cost about 0.2 s CPU to import, per process.
+    check_modules()
     workers = min(len(names), os.cpu_count() or 1)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_plan_one, names, [root] * len(names), [keep_render] * len(names),
