@@ -43,12 +43,14 @@ serial: LABTEST-LEAF-1
 
 # Modules that share the shipped lab run one after the other, in this order, so the cluster
 # is not left idling (and taking CPU) while unrelated lab tests run.
-SHIPPED_LAB_MODULES = ("test_deploy_lab.py", "test_storage_lab.py", "test_kubernetes_lab.py", "test_platform_lab.py")
+# test_pulumi_lab deploys it (`pulumi up -s lab`); the others work on what it deployed.
+SHIPPED_LAB_MODULES = ("test_pulumi_lab.py", "test_deploy_lab.py", "test_storage_lab.py", "test_kubernetes_lab.py",
+                       "test_platform_lab.py")
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests that bring up `labtest` need root and the lab's tools; skip them, saying why, otherwise.
-    The shipped lab's modules are moved next to each other (test_deploy_lab first)."""
+    The shipped lab's modules are moved next to each other (test_pulumi_lab first)."""
     reason = skip_reason(config)
     for item in items:
         if reason and "labtest_root" in getattr(item, "fixturenames", ()):

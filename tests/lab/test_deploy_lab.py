@@ -1,9 +1,12 @@
-"""`rackform deploy lab` against the real lab: first deploy, a second that changes
-nothing, and a host that loses power in the middle of a deploy (gpu-2, as the os
-stage starts: after provision and fabric reached it).
+"""`rackform deploy lab` against the real lab: a deploy, one that changes nothing, and a host
+that loses power in the middle of a deploy (gpu-2, as the os stage starts: after provision and
+fabric reached it).
 
-Works on the session's shipped `lab` site (tests/lab/conftest.py: freshly imaged, its
-mirror bundle built) and leaves it converged: its cluster is test_kubernetes_lab's. Needs root and the lab's tools (docs/lab.md).
+Works on the session's shipped `lab` site (tests/lab/conftest.py) after test_pulumi_lab deployed
+it with `pulumi up`: the CLI's first deploy then changes nothing (both front doors converge to the
+same site) and is also the deploy that changes nothing. Run alone, the first deploy deploys the
+freshly imaged lab and a second one shows nothing left to change. It leaves the lab converged:
+its cluster is test_kubernetes_lab's. Needs root and the lab's tools (docs/lab.md).
 Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_deploy_lab.py
 Deploy times are printed (-s shows them).
 """
@@ -22,6 +25,7 @@ import pytest
 from rackform import cli
 from rackform.lab import lab, nodes, state
 from rackform.pipeline import STAGES as PIPELINE_STAGES
+from rackform.run import applied
 from rackform.run.progress import ProgressDisplay
 from labenv import skip_reason
 
@@ -70,12 +74,21 @@ def lab_up(shipped_lab):
 
 
 @pytest.fixture(scope="module")
-def first(lab_up) -> Deployed:
+def pulumi_recorded(lab_up) -> dict:
+    """What the stages last recorded before this module's first deploy (test_pulumi_lab's `pulumi up`)."""
+    return applied.load(REPO_ROOT, SITE)
+
+
+@pytest.fixture(scope="module")
+def first(lab_up, pulumi_recorded) -> Deployed:
     return rackform_deploy()
 
 
 @pytest.fixture(scope="module")
 def second(first) -> Deployed:
+    """A deploy after one that converged the site: `first` itself after `pulumi up` deployed it."""
+    if first.code == 0 and "no changes were made" in first.out:
+        return first
     return rackform_deploy()
 
 
@@ -107,13 +120,24 @@ def power_back(power_lost, lab_up) -> Deployed:
 
 def test_first_deploy_succeeds_on_every_host(first: Deployed):
     assert first.code == 0 and "rackform:" not in first.err
-    assert re.fullmatch(r"lab: ok, \d+ task\(s\) changed on 9 of 9 hosts \(\d+\.\d s\)", first.verdict)
+    assert re.fullmatch(r"lab: ok, (\d+ task\(s\) changed on 9 of 9 hosts|no changes \(9 hosts,) \(?\d+\.\d s\)",
+                        first.verdict), first.verdict
 
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_first_deploy_runs_every_stage_without_failures(first: Deployed, stage: str):
     row = first.stage_row(stage)
     assert row[6:8] == ["0", "0"]  # failed, unreachable
+
+
+def test_after_pulumi_up_the_cli_records_the_same_digests(first: Deployed, pulumi_recorded: dict):
+    """One pipeline, two front doors: the stages `pulumi up` recorded are the ones `rackform deploy`
+    records on the same site, digest for digest (run alone, without test_pulumi_lab, nothing to compare)."""
+    by_pulumi = {stage: entry.digest for stage, entry in pulumi_recorded.items() if entry.via == "pulumi"}
+    if not by_pulumi:
+        pytest.skip("the lab was not deployed by `pulumi up` first (test_pulumi_lab did not run)")
+    by_cli = {stage: entry.digest for stage, entry in applied.load(REPO_ROOT, SITE).items() if stage in by_pulumi}
+    assert by_cli == by_pulumi
 
 
 def test_second_deploy_changes_nothing(second: Deployed):
