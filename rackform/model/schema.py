@@ -39,11 +39,17 @@ def _unquoted_mac_hint(number: int) -> str:
     return "unquoted MAC read by YAML as a number: quote it"
 
 
+_CANONICAL_MAC = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
+"""The form normalise_mac returns; such a text is returned as it is."""
+
+
 def normalise_mac(value: object) -> str:
     """A MAC in any common spelling -> lower-case colon form (02:0a:0a:00:00:0f)."""
     if isinstance(value, int) and not isinstance(value, bool):
         raise PydanticCustomError("mac_address", _unquoted_mac_hint(value))
     text = value.strip().lower() if isinstance(value, str) else None
+    if text is not None and _CANONICAL_MAC.fullmatch(text):
+        return text  # already the stored form (one of _MAC_SPELLINGS): every MAC a rendered site holds
     if text is None or not _MAC_SPELLINGS.fullmatch(text):
         raise PydanticCustomError(
             "mac_address", "not a MAC address (write aa:bb:cc:dd:ee:ff, aa-bb-cc-dd-ee-ff, aabb.ccdd.eeff or aabbccddeeff)"
