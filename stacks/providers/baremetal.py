@@ -49,6 +49,7 @@ from pulumi.dynamic import (
 )
 
 from providers.credentials import StageCredentials
+from providers.pickling import one_sorting_pickler
 
 INPUT_KEYS = ("site", "root", "node", "bmc_address", "bmc_port", "power_state", "boot_device", "login")
 OUTPUT_KEYS = ("firmware", "serial", "product")
@@ -137,7 +138,8 @@ class BareMetalNode(Resource, module="rackform", name="BareMetalNode"):
 
     def __init__(self, name: str, args: BareMetalNodeArgs, opts: pulumi.ResourceOptions | None = None):
         props = {key: getattr(args, key) for key in INPUT_KEYS} | dict.fromkeys(OUTPUT_KEYS)
-        super().__init__(BareMetalProvider(), name, props, opts)
+        with one_sorting_pickler():  # providers/pickling.py: linear, and no RecursionError at 1,000 nodes
+            super().__init__(BareMetalProvider(), name, props, opts)
 
 
 def check_inputs(news: dict[str, Any]) -> list[CheckFailure]:

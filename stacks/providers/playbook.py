@@ -61,6 +61,8 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers.pickling import one_sorting_pickler
+
 if TYPE_CHECKING:
     from rackform.run.ansible import RunResult
 
@@ -169,7 +171,8 @@ class Playbook(Resource, module="rackform", name="Playbook"):
         props = ({key: getattr(args, key) for key in INPUT_KEYS}
                  | {"left_out": args.left_out or [], "last": args.last} | dict.fromkeys(OUTPUT_KEYS))
         own = pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS, retain_on_delete=True)
-        super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, own))
+        with one_sorting_pickler():  # providers/pickling.py: linear, and no RecursionError at 1,000 nodes
+            super().__init__(PlaybookProvider(), name, props, pulumi.ResourceOptions.merge(opts, own))
 
 
 def _engine_cancel(self, request, context):

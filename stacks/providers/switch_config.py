@@ -33,6 +33,8 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers.pickling import one_sorting_pickler
+
 if TYPE_CHECKING:
     from rackform.model.site import Site
 
@@ -104,7 +106,8 @@ class SwitchConfig(Resource, module="rackform", name="SwitchConfig"):
 
     def __init__(self, name: str, args: SwitchConfigArgs, opts: pulumi.ResourceOptions | None = None):
         props = {key: getattr(args, key) for key in (*INPUT_KEYS, *OPTIONAL_INPUT_KEYS)}
-        super().__init__(SwitchConfigProvider(), name, props | dict.fromkeys(OUTPUT_KEYS), opts)
+        with one_sorting_pickler():  # providers/pickling.py: linear, and no RecursionError at 1,000 nodes
+            super().__init__(SwitchConfigProvider(), name, props | dict.fromkeys(OUTPUT_KEYS), opts)
 
 
 def remembered(props: dict[str, Any]) -> dict[str, Any]:
