@@ -26,8 +26,8 @@ PULUMI := $(VENV)/bin/pulumi
 # tests scan and log in to real sshd processes (openssh-server; its service is not needed).
 # The site mirror: umoci builds the bundle's OCI images, skopeo pushes them to the mirror's registry,
 # gcc and libc6-dev build the static pause binary, docker-registry and curl stand in for an
-# upstream registry in the tests. Kubernetes itself is built with Go (>= 1.26, not from apt:
-# the machine's own toolchain, see README).
+# upstream registry in the tests. Kubernetes itself is built with Go (>= 1.26: the machine's own,
+# or one the `go` target fetches from the Go module proxy).
 APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci gcc libc6-dev docker-registry curl
 SITE ?= lab
 
@@ -62,10 +62,27 @@ lock:
 	 .lock-venv/bin/pip freeze --exclude-editable | grep -v '^rackform') > requirements.lock
 	rm -rf .lock-venv
 
-# Building the site mirror from source needs Go 1.26 or newer on the machine.
-go:
-	@command -v go >/dev/null || { echo "Go 1.26 or newer is needed to build Kubernetes from source (rackform mirror build)"; exit 1; }
-	@go version | awk '{split($$3, v, "."); if (v[2] + 0 < 26) { print "Go 1.26 or newer is needed, found " $$3; exit 1 }}'
+# Building from source (the site mirror, helm, promtool, the Pulumi engine) needs Go 1.26 or newer.
+# A machine without it (Debian 12 packages Go 1.19) gets one from the Go module proxy itself: Debian's
+# go downloads Go's own toolchain module (golang.org/toolchain, checked against the checksum
+# database), kept in /var/lib/rackform/go/, and the venv's bin gets a link to its go, which rackform
+# finds there first (rackform.installed_tools) and make puts first on PATH.
+GO_TOOLCHAIN := go1.26.8
+GO_TOOLCHAINS := /var/lib/rackform/go
+go: $(STAMP)
+	@if go version 2>/dev/null | awk '{split($$3, v, "."); exit !(v[1] == "go1" && v[2] + 0 >= 26)}'; then exit 0; fi; \
+	dir=$(GO_TOOLCHAINS)/$(GO_TOOLCHAIN); \
+	if [ ! -x $$dir/bin/go ]; then \
+	  echo "Go 1.26 or newer is not on this machine: fetching $(GO_TOOLCHAIN) from the Go module proxy"; \
+	  [ -x /usr/bin/go ] || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get install -y -qq golang-go; }; \
+	  module=golang.org/toolchain@v0.0.1-$(GO_TOOLCHAIN).linux-$$(dpkg --print-architecture); \
+	  fetched=$$(cd /tmp && GOFLAGS=-modcacherw GOPATH=$(GO_TOOLCHAINS)/gopath /usr/bin/go mod download -json $$module \
+	    | $(CURDIR)/$(VENV)/bin/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || exit 1; \
+	  chmod +x $$fetched/bin/* $$fetched/pkg/tool/*/*; \
+	  ln -sfn $$fetched $$dir; \
+	fi; \
+	ln -sf $$dir/bin/go $(VENV)/bin/go; \
+	echo "$(VENV)/bin/go: $$($(VENV)/bin/go version)"
 
 # helm, built from its Go module (sources/helm/<version>/) into the mirror's Go build cache
 # (/var/lib/rackform/mirror/cache/go, once per version and inputs) and copied into the venv.

@@ -28,6 +28,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rackform.installed_tools import find_tool
+
 
 class MirrorError(RuntimeError):
     """A bundle could not be built or filled; the message says what and why."""
@@ -35,8 +37,11 @@ class MirrorError(RuntimeError):
 
 def run(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
         timeout_s: float | None = 3600) -> subprocess.CompletedProcess[str]:
-    """Run a command; on failure raise MirrorError with its last lines of output."""
+    """Run a command; on failure raise MirrorError with its last lines of output. The program is
+    looked for beside rackform first (the venv's bin, where the set-up links a Go toolchain it
+    fetched), then on PATH."""
     args = [str(arg) for arg in argv]
+    args[0] = find_tool(args[0]) or args[0]
     try:
         result = subprocess.run(args, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout_s)
     except FileNotFoundError as error:

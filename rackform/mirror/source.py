@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rackform.installed_tools import find_tool
 from rackform.mirror import MirrorError, apt_repo, charts, debian, debs, gobuild, oci, run
 from rackform.mirror.manifest import Artifact, Manifest, file_digest
 from rackform.paths import SOURCES_DIR
@@ -404,7 +405,7 @@ def _node_packages(apt: Path) -> list[Artifact]:
 
 def pins_environment_check() -> list[str]:
     """Tools a build from source needs that this machine lacks (empty when all are there)."""
-    return [tool for tool in ("go", "gcc", "umoci", "dpkg-deb", "apt-get") if shutil.which(tool) is None]
+    return [tool for tool in ("go", "gcc", "umoci", "dpkg-deb", "apt-get") if find_tool(tool) is None]
 
 
 __all__ = ["ReleasePins", "FillReport", "fill", "go_builds", "source_dir", "pins_environment_check"]
