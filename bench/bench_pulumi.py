@@ -302,10 +302,14 @@ def report_a(nodes: int, rounds: int, plan: Timed, previews: dict[Preview, Timed
     counted = {figures.label: resource_counts(figures.last_output) for figures in previews.values()}
     types = sorted({kind for counts in counted.values() for kind in counts}, key=lambda t: (t.startswith("pulumi:"), t))
     shown = [spec for spec in PREVIEWS if not spec.skip_checkpoints]
-    print(f"{'type':<50}" + "".join(f"{'BareMetalNodes ' + ('on' if s.bare_metal_nodes else 'off'):>22}" for s in shown))
+    headers = [f"BareMetalNodes {'on' if s.bare_metal_nodes else 'off'}{' (failed)' if previews[s].failure else ''}"
+               for s in shown]
+    print(f"{'type':<50}" + "".join(f"{header:>28}" for header in headers))
     for kind in types:
-        print(f"{kind:<50}" + "".join(f"{counted[s.label].get(kind, 0):>22}" for s in shown))
-    print(f"{'total':<50}" + "".join(f"{sum(counted[s.label].values()):>22}" for s in shown))
+        print(f"{kind:<50}" + "".join(f"{counted[s.label].get(kind, 0):>28}" for s in shown))
+    print(f"{'total':<50}" + "".join(f"{sum(counted[s.label].values()):>28}" for s in shown))
+    if any(previews[s].failure for s in shown):
+        print("(a failed preview: the resources it had registered when it stopped)")
     on, off = (previews[spec] for spec in shown)
     if on.median("wall") and off.median("wall"):
         grown = sum(counted[on.label].values()) - sum(counted[off.label].values())
