@@ -13,7 +13,7 @@ exactly as `rackform deploy` does.
     parent (provider)                     child (this module as __main__, a session of its own)
     request, pickled, on stdin   ─────▶   run_stages(site, root, [stage], ...)
     SIGTERM on the engine's Cancel ───▶   the first signal's cancel (interrupt.PULUMI_CANCEL)
-    (the parent's death: SIGTERM too)     the same cancel: the stage stops, nothing is recorded
+    (the parent's death: SIGTERM too)     the same cancel, asked for (not yet seen to stop the playbook)
     the SiteRun or the exception  ◀─────  pickled, on the file descriptor named in argv
 
 The child's stdout goes to the parent's stderr: the provider's stdout is the engine's.
@@ -96,7 +96,8 @@ def _answer(value: Any, outcome: str) -> bytes:
 def _cancel_when_the_parent_dies(parent: int) -> None:
     """The engine shuts the provider down after a Ctrl-C (SIGINT to its process group, then
     SIGKILL): its stage must not run on unseen. Linux sends this process SIGTERM when its parent
-    dies, which cancels the stage as the engine's Cancel does."""
+    dies, which asks for the cancel the engine's Cancel asks for (the unit test saw the stage
+    process end without stopping its playbook all the same: docs/pulumi.md)."""
     import ctypes
 
     pr_set_pdeathsig = 1

@@ -23,6 +23,7 @@ from components.stages import stage_digests  # noqa: E402
 from providers.playbook import PlaybookProvider, StageFailed  # noqa: E402
 
 import rackform.run.deploy  # noqa: E402
+import rackform.run.stage_process  # noqa: E402
 from rackform.pipeline import load_and_check  # noqa: E402
 from rackform.run import applied  # noqa: E402
 from rackform.run.ansible import HostStats, RunResult  # noqa: E402
@@ -71,7 +72,13 @@ def tools(site_root: Path, monkeypatch, tools_beside_rackform) -> Tools:
         assert playbook == "validate.yml", f"the platform stage ran a playbook: {playbook}"
         return RunResult(playbook=playbook, status="successful", rc=0, hosts={"mgmt-1": HostStats(ok=1)})
 
+    def in_this_process(site, root, stage, *, envvars, left_out, via, cancel_requested):
+        """The stage run here, where the stand-ins above reach it (the provider's own fresh process
+        is tested with a real run in tests/unit/test_pulumi_cancel.py)."""
+        return run_stages(site, root, [stage], envvars=envvars, left_out=left_out, via=via)
+
     monkeypatch.setattr(rackform.run.deploy, "run_playbook", run_playbook)
+    monkeypatch.setattr(rackform.run.stage_process, "run_stage_in_fresh_process", in_this_process)
     return Tools(site_root)
 
 
