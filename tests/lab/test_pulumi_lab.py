@@ -181,7 +181,7 @@ def cut_in_fabric(engine: EngineProject) -> dict:
 @pytest.fixture(scope="module")
 def secrets_set(engine: EngineProject, cut_in_fabric) -> dict[str, str]:
     """The stack's passwords, set as a user does: the vault the cut run's provision made, and the switches'."""
-    vault_password = SiteVault(SITE, REPO_ROOT).password_file.read_text().strip()
+    vault_password = SiteVault(SITE).password_file.read_text().strip()  # where the CLI keeps it
     engine.run("config", "set", "--secret", "rackform:vaultPassword", "-s", SITE, stdin=vault_password)
     engine.run("config", "set", "--secret", "rackform:switchPassword", SWITCH_PASSWORD, "-s", SITE)
     return {"vault": vault_password, "switch": SWITCH_PASSWORD}
