@@ -52,7 +52,8 @@ def run_stage_in_fresh_process(site: str, root: Path, stage: str, *, envvars: Ma
     answer_read, answer_write = os.pipe()
     try:
         # A session of its own: when the engine shuts its plugins down (SIGINT to the provider's
-        # process group, SIGKILL 5 s later) the stage is not killed mid-task but cancels itself.
+        # process group, SIGKILL 5 s later) the stage is not killed mid-task; it finishes the
+        # cancel Pulumi's Cancel started.
         child = subprocess.Popen([sys.executable, "-m", __name__, str(answer_write), str(os.getpid())],
                                  stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), pass_fds=(answer_write,),
                                  start_new_session=True)
