@@ -48,6 +48,7 @@ HTTP = f"http://{MIRROR_ADDRESS}:8080"
 PACKAGE, PACKAGE_VERSION, PACKAGE_FILE = "rackform-mirror-probe", "1.0-1", "/usr/share/rackform-mirror-probe/probe.txt"
 IMAGE, TAG = "mirror-probe", "v1"
 CHART = "mirror-probe-0.1.0.tgz"
+CERTS_D = "/etc/containerd/certs.d"
 CONTAINERD_PLAYBOOK = "mirror-containerd.yml"
 # Tools the bundle is built and pushed with, beside the lab's (Makefile APT_PACKAGES). gcc,
 # where there is one, makes the image's static hello program.
@@ -219,15 +220,23 @@ def test_containerd_pointed_at_the_mirror_changes_nothing_the_second_time(runs):
 def test_the_clients_containerd_configuration_names_only_the_mirror(runs):
     text = on_node(CLIENT, "cat /etc/containerd/config.toml")
     cri = tomllib.loads(text)["plugins"]["io.containerd.grpc.v1.cri"]
-    assert (cri["sandbox_image"], cri["registry"]["mirrors"]) == (
-        f"{REGISTRY}/pause:3.10.2", {REGISTRY: {"endpoint": [f"http://{REGISTRY}"]}})
+    assert (cri["sandbox_image"], cri["registry"]) == (f"{REGISTRY}/pause:3.10.2", {"config_path": CERTS_D})
     assert [host for host in UPSTREAM_HOSTS if host in text] == []
 
 
+def test_the_clients_registry_hosts_are_the_mirrors_alone(runs):
+    names = on_node(CLIENT, f"find {CERTS_D} -mindepth 1 -maxdepth 1 -type d -printf '%f\\n'").split()
+    hosts = on_node(CLIENT, f"cat {CERTS_D}/{REGISTRY}/hosts.toml")
+    assert (names, tomllib.loads(hosts)) == (
+        [REGISTRY], {"server": f"http://{REGISTRY}", "capabilities": ["pull", "resolve"]})
+    assert [host for host in UPSTREAM_HOSTS if host in hosts] == []
+
+
 def test_containerd_pulls_the_image_from_the_mirror(runs):
+    # No --plain-http: the registry's hosts.toml says how to reach it, as it does for the CRI.
     reference = f"{REGISTRY}/{IMAGE}:{TAG}"
     started = time.monotonic()
-    on_node(CLIENT, f"ctr -n k8s.io images pull --plain-http {reference}", timeout_s=120)
+    on_node(CLIENT, f"ctr -n k8s.io images pull --hosts-dir {CERTS_D} {reference}", timeout_s=120)
     print(f"\nctr pull {reference}: {time.monotonic() - started:.1f} s")
     wanted = next(artifact for artifact in runs.manifest.artifacts if artifact.kind == "image").digest
     assert wanted in on_node(CLIENT, f"ctr -n k8s.io images ls name=={reference}")

@@ -9,6 +9,7 @@ runs them for real."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -37,6 +38,8 @@ MIRROR_ROLES = ("site_mirror", "mirror_client")
 BUNDLE = "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3"
 ROOT_DIR = "/srv/rackform-mirror"
 REGISTRY = "10.1.0.11:5000"
+CERTS_D = "/etc/containerd/certs.d"
+NAMES_HEADER = "# Written by rackform (role containerd): the registry names configured in this folder.\n"
 MIRROR = {
     "site_mirror_host": "mgmt-1", "site_mirror_address": "10.1.0.11",
     "site_mirror_apt_url": "http://10.1.0.11:8080/apt", "site_mirror_registry": REGISTRY,
@@ -276,31 +279,67 @@ def containerd(files, **variables) -> dict:
     return tomllib.loads(text)["plugins"]["io.containerd.grpc.v1.cri"]
 
 
-def test_without_a_mirror_containerd_keeps_its_own_sandbox_image_and_registries(files):
+def registry_hosts(files, **variables) -> dict[str, str]:
+    """The files the containerd role keeps under /etc/containerd/certs.d: path -> content."""
+    text = render(files, "containerd", "registry-hosts.j2", group_names=["k8s_cluster"], **variables)
+    return {entry["path"]: entry["content"] for entry in json.loads(text)}
+
+
+def hosts_toml(files, name: str, **variables) -> dict:
+    return tomllib.loads(registry_hosts(files, **variables)[f"{CERTS_D}/{name}/hosts.toml"])
+
+
+def test_without_a_mirror_containerd_keeps_its_own_sandbox_image_and_reads_registries_from_certs_d(files):
     cri = containerd(files)
-    assert ("sandbox_image" in cri, "registry" in cri) == (False, False)
+    assert ("sandbox_image" in cri, cri["registry"]) == (False, {"config_path": CERTS_D})
+    assert registry_hosts(files) == {f"{CERTS_D}/.rackform-registries": NAMES_HEADER}
+
+
+def test_containerd_names_no_registry_mirrors_table_containerd_2_removed(files):
+    cri = containerd(files, **{**MIRROR, "site_mirror_air_gapped": False},
+                     site_mirror_upstream_registries=["registry.example"])
+    assert (cri["registry"], "mirrors" in cri["registry"], "configs" in cri["registry"]) == (
+        {"config_path": CERTS_D}, False, False)
 
 
 def test_an_air_gapped_node_pulls_the_sandbox_image_from_the_mirror_over_plain_http(files):
     cri = containerd(files, **MIRROR, site_mirror_upstream_registries=["registry.example"])
-    assert (cri["sandbox_image"], cri["registry"]["mirrors"]) == (
-        f"{REGISTRY}/pause:3.10.2", {REGISTRY: {"endpoint": [f"http://{REGISTRY}"]}})
+    assert cri["sandbox_image"] == f"{REGISTRY}/pause:3.10.2"
+    assert registry_hosts(files, **MIRROR, site_mirror_upstream_registries=["registry.example"]).keys() == {
+        f"{CERTS_D}/{REGISTRY}/hosts.toml", f"{CERTS_D}/.rackform-registries"}
+    assert hosts_toml(files, REGISTRY, **MIRROR) == {"server": f"http://{REGISTRY}", "capabilities": ["pull", "resolve"]}
 
 
-def test_a_connected_site_sends_pulls_of_upstream_names_to_the_mirror(files):
-    cri = containerd(files, **{**MIRROR, "site_mirror_air_gapped": False},
-                     site_mirror_upstream_registries=["registry.example", "images.example"])
-    assert cri["registry"]["mirrors"] == {name: {"endpoint": [f"http://{REGISTRY}"]}
-                                          for name in (REGISTRY, "registry.example", "images.example")}
+def test_a_connected_site_sends_pulls_of_upstream_names_to_the_mirror_for_pulls_only(files):
+    connected = {**MIRROR, "site_mirror_air_gapped": False,
+                 "site_mirror_upstream_registries": ["registry.example", "images.example"]}
+    written = registry_hosts(files, **connected)
+    assert list(written) == [f"{CERTS_D}/{name}/hosts.toml" for name in (REGISTRY, "registry.example", "images.example")] + [
+        f"{CERTS_D}/.rackform-registries"]
+    for name in ("registry.example", "images.example"):
+        # No `server`: containerd asks the upstream name itself only after the mirror.
+        assert hosts_toml(files, name, **connected) == {
+            "host": {f"http://{REGISTRY}": {"capabilities": ["pull", "resolve"]}}}
+    assert written[f"{CERTS_D}/.rackform-registries"] == NAMES_HEADER + f"{REGISTRY}\nregistry.example\nimages.example\n"
+
+
+def test_every_registry_file_is_marked_as_the_roles_so_only_those_are_ever_removed(files):
+    written = registry_hosts(files, **{**MIRROR, "site_mirror_air_gapped": False},
+                             site_mirror_upstream_registries=["registry.example"])
+    assert [path for path, content in written.items()
+            if path.endswith("/hosts.toml") and not content.startswith("# Written by rackform (role containerd)")] == []
+    find = task(files, "containerd", "Find the registry folders this role wrote before")["ansible.builtin.find"]
+    assert re.search(find["contains"], next(iter(written.values())))
 
 
 def test_the_sandbox_images_tag_follows_pod_infra_version(files):
     assert containerd(files, **MIRROR, pod_infra_version="3.10.9")["sandbox_image"] == f"{REGISTRY}/pause:3.10.9"
 
 
-def test_the_containerd_fast_path_compares_the_mirror_settings_too(files):
-    look = role_yaml(files, "containerd", "tasks/main.yml")[0]
-    assert "config.toml.j2" in look["rackform.site.host_state"]["files"][0]["content"]
+def test_the_containerd_fast_path_compares_the_mirror_settings_and_every_registry_file_too(files):
+    look = role_yaml(files, "containerd", "tasks/main.yml")[0]["rackform.site.host_state"]
+    assert ("config.toml.j2" in look["files"], "containerd_registry_files" in look["files"],
+            "containerd_directories" in look["directories"]) == (True, True, True)
 
 
 def test_make_installs_skopeo_and_umoci():
