@@ -6,7 +6,7 @@
 
 Each size is generated once (bench/gen_site.py, not timed) and measured in a fresh
 Python process, so imports are not timed and peak RSS belongs to that size alone.
-Phases: load (`rackform.model.loader.load_site`), check (`rackform.checks.run_checks`),
+Phases: load (`rackform.model.loader.load_site`), check (`rackform.checks.runner.run_checks`),
 render (`rackform.render.project.render_files`, when that module exists).
 Baselines for the load phase, each in its own process:
 - pure-Python: the same loader on PyYAML's pure-Python SafeLoader (what rackform
@@ -91,7 +91,7 @@ def render_phase():
 
 def measure_ours(root: Path, repeats: int) -> dict:
     """Best of `repeats` whole pipelines, each on a freshly loaded site (checks may cache per site)."""
-    from rackform.checks import run_checks
+    from rackform.checks.runner import run_checks
     from rackform.model.loader import load_site
     from rackform.render.diagram import site_svgs
 

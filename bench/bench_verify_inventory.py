@@ -60,7 +60,7 @@ print(f"{time.perf_counter() - start:.2f}")
 
 def render(nodes: int, root: Path) -> Path:
     from rackform.model.loader import load_site
-    from rackform.render import render_project
+    from rackform.render.project import render_project
 
     gen_site.write_site(root, nodes)
     project = root / "build" / gen_site.SITE_NAME

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_site  # noqa: E402
 
-from rackform.checks import run_checks  # noqa: E402
+from rackform.checks.runner import run_checks  # noqa: E402
 from rackform.model.loader import load_site  # noqa: E402
 
 NODES = 250

@@ -13,7 +13,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rackform.checks import Finding, run_checks
+from rackform.checks.findings import Finding
+from rackform.checks.runner import run_checks
 from rackform.gc_pause import cyclic_gc_paused
 from rackform.model.loader import load_site
 from rackform.model.site import Site

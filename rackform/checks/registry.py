@@ -1,7 +1,7 @@
 """Where preflight checks register: `@check` adds a function to `REGISTRY`.
 
 Its own module, below the families of checks, so that a family registers its checks
-without importing the package that imports every family (`rackform.checks`).
+without importing the module that imports every family (`rackform.checks.runner`).
 """
 
 from __future__ import annotations

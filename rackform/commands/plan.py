@@ -73,8 +73,8 @@ def plan_sites(names: list[str], root: Path, *, keep_render: bool = False):
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    from rackform.checks import check_modules
-    from rackform.render import project  # noqa: F401
+    from rackform.checks.runner import check_modules
+    from rackform.render import digest, project  # noqa: F401
     from rackform.run import plan  # noqa: F401
 
     # Imported once here, before the workers fork, rather than by each worker: the check

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rackform.checks import Finding
+from rackform.checks.findings import Finding
 from rackform.model.source import BadInput
 from rackform.pipeline import DesignRejected
 

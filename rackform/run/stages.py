@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackform.checks import Finding
+from rackform.checks.findings import Finding
 from rackform.pipeline import NOT_APPLICABLE, STAGES, build_dir, load_and_check, stage_fingerprints
 from rackform.render.writer import WriteResult
 from rackform.run import applied, retained

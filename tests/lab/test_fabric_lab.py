@@ -32,7 +32,7 @@ from rackform.lab import lab, state
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
 from rackform.pipeline import load_and_check
-from rackform.render import render_project
+from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
 from labenv import skip_reason
 from sitebuilder import build_site, without_data_sets

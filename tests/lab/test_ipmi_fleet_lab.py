@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.commands import bmc as bmc_command
 from rackform.commands import discover as discover_command
 from rackform.ipmi.client import BmcClient

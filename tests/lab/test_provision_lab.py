@@ -28,7 +28,7 @@ import pytest
 
 from rackform.lab import bmc, chassis_hook
 from rackform.model.loader import load_site
-from rackform.render import render_project
+from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
 from rackform.secrets import SiteVault
 from sitebuilder import build_site, networks, one_rack_site

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address
 
-from rackform.checks import addresses, run_checks
+from rackform.checks import addresses
+from rackform.checks.runner import run_checks
 from rackform.checks.run_memo import derived, one_run
 
 

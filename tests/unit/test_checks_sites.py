@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rackform.checks import REGISTRY, run_checks
+from rackform.checks.registry import REGISTRY
+from rackform.checks.runner import run_checks
 from rackform.model.loader import load_site
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

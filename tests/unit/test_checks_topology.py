@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.checks.topology import (
     bgp_peer_groups_have_members,
     fabric_asns_complete,
@@ -15,7 +15,7 @@ from rackform.checks.topology import (
     leaf_asns_unique,
 )
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SITES = sorted(path.stem for path in (REPO / "topologies" / "sites").glob("*.yaml"))

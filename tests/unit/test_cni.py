@@ -17,7 +17,7 @@ import yaml
 
 from rackform.k8s.cni import calico_manifests, cni_group_vars, rdma_attachments
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 
 REPO = Path(__file__).resolve().parents[2]
 SITES = ("lab", "reference", "campus")
@@ -85,7 +85,7 @@ def test_every_image_comes_from_the_site_mirror_at_the_pinned_release():
 
 
 def test_a_mirror_without_multus_leaves_multus_and_the_rdma_networks_out_and_validate_says_so(lab_files):
-    from rackform.checks import run_checks
+    from rackform.checks.runner import run_checks
 
     assert list(cni_group_vars(lab_files.load())["kube_cni_manifests"]) == ["kube-router.yaml"]
     warnings = [f for f in run_checks(lab_files.load()) if f.check == "mirror_carries_multus"]

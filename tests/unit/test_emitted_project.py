@@ -16,7 +16,8 @@ import pytest
 from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
 from rackform.pipeline import STAGES
-from rackform.render import render_files, write_project
+from rackform.render.project import render_files
+from rackform.render.writer import write_project
 from rackform.render.writer import existing_files
 from rackform.collection import PROJECT_DIR
 

@@ -27,7 +27,8 @@ from collection_support import load_onyx_module
 from hang_limit import SUBPROCESS_HANG_S
 from rackform.lab.onyx_emulator import CliError, FaultDisconnect, OnyxEmulator
 from rackform.model.loader import load_site
-from rackform.render import render_files, write_project
+from rackform.render.project import render_files
+from rackform.render.writer import write_project
 from rackform.render.groups import host_groups
 from rackform.render.project import build_inventory
 from rackform.render.switch_configs import onyx_config_text, switch_context

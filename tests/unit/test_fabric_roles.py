@@ -13,7 +13,8 @@ import yaml
 
 from hang_limit import SUBPROCESS_HANG_S
 from rackform.model.loader import load_site
-from rackform.render import render_files, write_project
+from rackform.render.project import render_files
+from rackform.render.writer import write_project
 from rackform.collection import short_name
 from collection_support import ROLES_IN_PROJECT
 

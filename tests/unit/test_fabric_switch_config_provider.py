@@ -27,7 +27,7 @@ from pulumi.dynamic.dynamic import serialize_provider  # noqa: E402
 from pulumi.runtime._serialization import _deserialize, _serialize  # noqa: E402
 
 from rackform.model.loader import load_site  # noqa: E402
-from rackform.render import render_files  # noqa: E402
+from rackform.render.project import render_files  # noqa: E402
 
 CONFIG = {"running-config": "hostname leaf-2\nlldp\n"}
 PROPS = {"site": "lab", "switch": "leaf-2", "os": "onyx", "root": "/srv/rackform", "config": CONFIG}

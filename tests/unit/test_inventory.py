@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.model.source import BadInput
 
 HOSTS = "inventories/lab/hosts.yml"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.model.loader import load_site
-from rackform.render import render_files, write_project
+from rackform.render.project import render_files
+from rackform.render.writer import write_project
 from rackform.render import yamltext
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from rackform.k8s.kubeadm import (
     validate_documents,
 )
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 from collection_support import ROLES_IN_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.cli import main
 from rackform.model.kubespray_names import RENAMED_VARIABLES
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 from rackform.model.source import BadInput
 from collection_support import ROLES_IN_PROJECT
 

@@ -18,7 +18,7 @@ from rackform.k8s.manifests import helm_releases, platform_manifests
 from rackform.k8s.platform import load_platform
 from rackform.k8s.versions import load_matrix
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 from rackform.render.digest import stage_digest, stage_files
 from rackform.render.platform_files import platform_files, release_record
 

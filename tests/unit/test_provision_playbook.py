@@ -15,7 +15,7 @@ import yaml
 from provision_support import load_ipmi_modules
 from rackform import secrets, secrets_cli
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 from rackform.render.digest import stage_files
 from rackform.collection import PROJECT_DIR, short_name
 from collection_support import ROLES_IN_PROJECT

@@ -23,9 +23,11 @@ from rackform.model.schema import RoceOverrides
 from rackform.model.source import BadInput
 from rackform.model.site import Cable, Endpoint, Port
 from rackform.pipeline import STAGES
-from rackform.render import render_files, render_project, stage_digest, write_project
+from rackform.render.digest import stage_digest
 from rackform.render.groups import host_groups
+from rackform.render.project import render_files, render_project
 from rackform.render.project_files import forks_for
+from rackform.render.writer import write_project
 from collection_support import ROLES_IN_PROJECT
 from rackform.collection import short_name
 

@@ -22,7 +22,8 @@ import jinja2
 import pytest
 import yaml
 
-from rackform.checks import REGISTRY, run_checks
+from rackform.checks.registry import REGISTRY
+from rackform.checks.runner import run_checks
 from rackform.model.loader import load_site
 from rackform.model.source import VAULT_TAG, VaultValue
 from rackform.render import diagram, switch_configs, yamltext
@@ -358,7 +359,7 @@ def test_a_failing_check_leaves_the_collector_on(sites, monkeypatch):
     def broken(site):
         raise RuntimeError("broken check")
 
-    monkeypatch.setattr("rackform.checks.REGISTRY", [*REGISTRY, broken])
+    monkeypatch.setattr("rackform.checks.runner.REGISTRY", [*REGISTRY, broken])
     with pytest.raises(RuntimeError, match="broken check"):
         run_checks(sites["lab"])
     assert gc.isenabled()

@@ -15,7 +15,7 @@ from rackform.cli import main
 from rackform.k8s.site_mirror import UPSTREAM_HOSTS, UPSTREAM_REGISTRIES, mirror_group_vars
 from rackform.model.source import BadInput, Loc
 from rackform.pipeline import rendered_findings
-from rackform.render import render_files
+from rackform.render.project import render_files
 
 MIRROR = "mirror:\n  host: mgmt-1\n"
 UPSTREAM_REGISTRY = UPSTREAM_REGISTRIES[0]

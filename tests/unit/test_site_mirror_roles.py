@@ -23,7 +23,7 @@ from ansible.template import Templar
 from rackform.collection import short_name
 from rackform.k8s.site_mirror import UPSTREAM_HOSTS
 from rackform.model.loader import load_site
-from rackform.render import render_files
+from rackform.render.project import render_files
 from rackform.render.digest import stage_files
 from collection_support import ROLES_IN_PROJECT
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.model.loader import load_site
 from rackform.model.site import Site
 from rackform.pipeline import rendered_findings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.checks.storage import (
     data_set_capacity,
     data_set_names_and_paths,

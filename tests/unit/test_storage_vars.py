@@ -23,7 +23,8 @@ from rackform.model.schema import StoragePlacement
 from rackform.model.site import DataSet, Site
 from rackform.model.source import Loc
 from rackform.paths import INFRA_CHECKS_DIR
-from rackform.render import render_files, write_project
+from rackform.render.project import render_files
+from rackform.render.writer import write_project
 from rackform.render.storage_vars import (
     EXPORT_ID_MAX,
     MARKER_FILE,
