@@ -22,7 +22,7 @@ from rackform.run.sitelock import SiteLocked, engine_pid, site_lock
 def project_root() -> Path:
     """The repo holding topologies/, inventories/ and the Pulumi.<stack>.yaml files: $RACKFORM_ROOT
     when set; else the Pulumi project's folder, where its Pulumi.yaml is (a site repo made by
-    `rackform init` names this program, installed with rackform, as its `main`: the program's own
+    `rackform init` runs this program, installed with rackform, from its own stacks/: this file's
     folder is then inside the package, never the site repo); else this checkout (no engine: mocks)."""
     given = os.environ.get("RACKFORM_ROOT")
     if given:

@@ -10,16 +10,20 @@
       topologies/rollout.yaml    one wave with the example site
       inventories/SITE/          its inventory
       Pulumi.yaml, Pulumi.SITE.yaml   the Pulumi program of the installed rackform, one stack
+      stacks/                    the program folder: points at the program inside the installed
+                                 rackform (rackform.commands.init_pulumi)
       .gitignore                 build/ (rendered projects, locks), never state/
 
 DIR becomes a git repository (`git init`) where git is installed and DIR is not inside a work
-tree already: its README says to commit it, state/ included. The files name no path of this
-machine but Pulumi.yaml's `main` and `virtualenv`, which Pulumi needs absolute (see there).
+tree already: its README says to commit it, state/ included. No file names a path of this
+machine: the repo works wherever it is cloned and rackform is installed (Pulumi runs the python
+on PATH, and stacks/ finds the program through the installed rackform).
 The example is a real site in DIR, even when rackform ships it as a lab: its `lab_only` and
 the inventory settings that turn SSH host key checking off are not copied, so checking is on
 (`rackform ssh-keys SITE --collect` records the machines' keys).
 The version matrix is rackform's own unless DIR/topologies/versions.yaml exists.
-Refuses a DIR that already holds topologies/ or inventories/ (exit 2); writes nothing then.
+Refuses a DIR that already holds topologies/, inventories/, Pulumi.yaml or stacks/ (exit 2);
+writes nothing then.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rackform.commands.init_pulumi import PROGRAM_DIR
     from rackform.paths import ASSETS_DIR
 
     target: Path = args.directory
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackform init: --example {args.example!r}: no such shipped site; choose one of {', '.join(known)}",
               file=sys.stderr)
         return 2
-    taken = [name for name in ("topologies", "inventories", "Pulumi.yaml") if (target / name).exists()]
+    taken = [name for name in ("topologies", "inventories", "Pulumi.yaml", PROGRAM_DIR) if (target / name).exists()]
     if taken:
         print(f"rackform init: {target} already holds {', '.join(taken)}; nothing was written", file=sys.stderr)
         return 2
@@ -67,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_repo(target: Path, example: str) -> list[Path]:
+    from rackform.commands.init_pulumi import pulumi_files
     from rackform.paths import ASSETS_DIR
     from rackform.site_scaffold import real_site_design, real_site_vars
 
@@ -107,11 +113,12 @@ def write_repo(target: Path, example: str) -> list[Path]:
             copy(path, relative)
     write("topologies/blocks/README.txt", BLOCKS_README)
     write("topologies/rollout.yaml", ROLLOUT.format(site=example))
-    stacks = (ASSETS_DIR / "stacks").resolve()
-    write("Pulumi.yaml", PULUMI_PROJECT.format(main=stacks, virtualenv=Path(sys.prefix)))
+    for relative, text in pulumi_files().items():
+        write(relative, text)
     write(f"Pulumi.{example}.yaml", f"# Stack for the '{example}' site (topologies/sites/{example}.yaml).\n"
                                     f"config:\n  rackform:site: {example}\n")
-    write(".gitignore", "# rendered projects, locks and rollout progress; state/ is committed\nbuild/\n")
+    write(".gitignore", "# rendered projects, locks and rollout progress; state/ is committed\nbuild/\n"
+                        "# Python's caches of the program folder's modules (stacks/)\n__pycache__/\n")
     write("README.md", README.format(site=example))
     return written
 
@@ -150,27 +157,14 @@ gates: [verify, fabric-check]
 routed: []
 """
 
-PULUMI_PROJECT = """\
-# The Pulumi program of the installed rackform, for the sites of this repo (one stack per
-# site: Pulumi.<site>.yaml). `main` and `virtualenv` are where `rackform init` found them;
-# after reinstalling rackform elsewhere, run `rackform init` in a scratch folder and copy them.
-# The program sits in the installed package and reads the sites of this repo: the folder of
-# this Pulumi.yaml (or of $RACKFORM_ROOT, when set).
-name: rackform-sites
-description: On-premises AI sites from cabled racks to a GPU Kubernetes cluster
-runtime:
-  name: python
-  options:
-    toolchain: pip
-    virtualenv: {virtualenv}
-main: {main}
-"""
-
 README = textwrap.dedent("""\
     # Sites
 
     A site repo for rackform: the designs and inventories of our sites, the shared settings,
     the order of rollouts, and `state/` (what was applied: commit it).
+
+    Every command runs from this folder, with `rackform` (and `pulumi`) on PATH: activate the
+    environment rackform is installed in first (`source <its folder>/bin/activate`).
 
     ```sh
     rackform validate --all            # every site, and the checks across sites
@@ -185,10 +179,17 @@ README = textwrap.dedent("""\
       that `extends:` a profile, shares
     - `topologies/blocks/`: building blocks of our own (rackform's catalog is built in)
     - `topologies/rollout.yaml`: waves, gates, sites routed to each other
-    - `Pulumi.yaml`: the Pulumi program of the installed rackform (`pulumi up -s {site}`, with
-      the `rackform[pulumi]` extra installed); its `main` and `virtualenv` are where rackform
-      is installed on the machine that ran `rackform init`: on another machine, or after
-      reinstalling rackform, write them anew (its comment says how)
+    - `Pulumi.yaml`, `stacks/`: the Pulumi program of the installed rackform, one stack per
+      site (`Pulumi.{site}.yaml`). Pulumi runs it on the python on PATH, which needs the
+      `rackform[pulumi]` extra (`pulumi install` adds it); `stacks/` only points at the program
+      inside the installed rackform, so nothing here names a path of any machine:
+
+      ```sh
+      pulumi login --local                     # state in ~/.pulumi; teams: rackform's docs/pulumi.md
+      pulumi stack init {site}                 # once per site and backend
+      pulumi preview -s {site}
+      pulumi up -s {site}
+      ```
 
     rackform itself is the installed package: `pip show rackform` says which and where.
     """)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rackform.checks import run_checks
+from rackform.checks.runner import run_checks
 from rackform.cli import main
 from rackform.commands import init
 from rackform.model.loader import load_site
@@ -80,3 +80,13 @@ def test_a_finding_on_the_built_in_matrix_names_a_file_that_exists(sites: Path):
 def test_a_site_with_rdma_rails_is_told_its_mirror_lacks_multus(lab_files):
     warnings = [finding for finding in run_checks(lab_files.load()) if finding.check == "mirror_carries_multus"]
     assert len(warnings) == 1 and "a site without `mirror:` pulls the published image" in warnings[0].message
+
+
+def test_a_folder_holding_a_program_folder_is_refused_and_left_as_it_was(tmp_path: Path, capsys):
+    """stacks/ is the Pulumi program folder init writes: one of the user's is not overwritten."""
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "__main__.py").write_text("mine\n")
+    assert main(["init", str(tmp_path)]) == 2
+    assert "already holds stacks; nothing was written" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["stacks"]
+    assert (tmp_path / "stacks" / "__main__.py").read_text() == "mine\n"
