@@ -33,7 +33,7 @@ def show_paths_under(root: Path) -> None:
     _Paths.prefix = "" if str(root) in ("", ".") else str(root).rstrip(os.sep) + os.sep
 
 
-def display_path(path: Path) -> str:
+def display_path(path: Path | str) -> str:
     text = str(path)
     return text[len(_Paths.prefix) :] if _Paths.prefix and text.startswith(_Paths.prefix) else text
 
@@ -42,7 +42,7 @@ def load_yaml(path: Path):
     return source.load_yaml(path, shown_as=display_path(path))
 
 
-def load_inventory_yaml(path: Path):
+def load_inventory_yaml(path: Path | str):
     """An inventory file (hosts.yml, group_vars, host_vars): Ansible's `!vault` values are kept, encrypted."""
     return source.load_yaml(path, shown_as=display_path(path), vault=True)
 

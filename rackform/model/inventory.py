@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rackform.model.kubespray_names import renamed_message
+from rackform.model.plain_host_vars import PlainHostVars, plain_host_vars
 from rackform.model import input_files, schema
 from rackform.model.site import Host, Switch
 from rackform.model.source import BadInput, LineDict, Loc, SourceError, VaultValue
@@ -245,6 +246,7 @@ class _VarsFolder:
 
     def __init__(self, base: Path, errors: list[SourceError]):
         self.base = base
+        self._base_text = str(base)
         self.files: dict[str, list[str]] = {}
         self.folders: set[str] = set()
         if not base.is_dir():
@@ -265,6 +267,14 @@ class _VarsFolder:
     def names(self) -> list[str]:
         return sorted({*self.files, *self.folders})
 
+    def single_file(self, name: str) -> str | None:
+        """The name's one variables file, as text, when it has exactly one and no folder (the
+        usual host): what `paths` would list, without a Path object per host."""
+        files = self.files.get(name)
+        if files is None or len(files) != 1 or name in self.folders:
+            return None
+        return os.path.join(self._base_text, files[0])
+
     def paths(self, name: str, errors: list[SourceError]) -> list[Path]:
         """`<base>/<name>.yml` and every variables file under `<base>/<name>/`, as Ansible finds them."""
         files = [self.base / file_name for file_name in self.files.get(name, ())]
@@ -284,7 +294,7 @@ def _not_vars_file(path: Path) -> SourceError:
     return SourceError(Loc(input_files.display_path(path), 0), "", f"not a variables file: Ansible reads only {', '.join(VARS_SUFFIXES)} here")
 
 
-def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
+def _read_vars_file(path: Path | str, errors: list[SourceError]) -> LineDict | None:
     try:
         data = input_files.load_inventory_yaml(path)
     except SourceError as exc:
@@ -301,20 +311,29 @@ def _read_vars_file(path: Path, errors: list[SourceError]) -> LineDict | None:
 # ---------------------------------------------------------------- hosts
 
 
+def _one_file(path: Path | str, errors: list[SourceError]) -> tuple[LineDict, Loc] | None:
+    """A host's variables from its one variables file, read as is."""
+    primary = Loc(input_files.display_path(path), 1)
+    unreadable = len(errors)
+    values = _read_vars_file(path, errors)
+    if values:
+        return values, primary
+    if len(errors) == unreadable:
+        errors.append(SourceError(primary, "", "expected a mapping of host variables"))
+    return None
+
+
 def _host_data(
     host_vars: _VarsFolder, name: str, inline: list[LineDict], declared: Loc, errors: list[SourceError]
 ) -> tuple[LineDict, Loc] | None:
     """A host's variables from every place they may be, and where they are (its file, else hosts.yml)."""
+    single = None if inline else host_vars.single_file(name)
+    if single is not None:  # the usual case: one host_vars file, read as is
+        return _one_file(single, errors)
     files = host_vars.paths(name, errors)
+    if not inline and len(files) == 1:
+        return _one_file(files[0], errors)
     primary = Loc(input_files.display_path(files[0]), 1) if files else declared
-    if not inline and len(files) == 1:  # the usual case: one host_vars file, read as is
-        unreadable = len(errors)
-        values = _read_vars_file(files[0], errors)
-        if values:
-            return values, primary
-        if len(errors) == unreadable:
-            errors.append(SourceError(primary, "", "expected a mapping of host variables"))
-        return None
     data = _sourced(primary)
     for values in inline:
         _add(data, values, "host", errors)
@@ -363,12 +382,18 @@ def _split_host_data(data: LineDict, errors: list[SourceError]) -> tuple[LineDic
 
 
 def _apply_host_vars(node: Host | Switch, data: LineDict, where: Loc, errors: list[SourceError]) -> None:
-    owned, user = _split_host_data(data, errors)
-    try:
-        values: schema.HostVars = input_files.parse(schema.HostVars, owned, where)
-    except BadInput as exc:
-        errors.extend(exc.errors)
-        return
+    # The usual host: rackform's keys only, in the plain spelling (no !vault value can be
+    # one: it is no plain str). Else the keys are sorted out and pydantic validates them.
+    values: schema.HostVars | PlainHostVars | None = plain_host_vars(data)
+    if values is not None:
+        owned, user = data, {}
+    else:
+        owned, user = _split_host_data(data, errors)
+        try:
+            values = input_files.parse(schema.HostVars, owned, where)
+        except BadInput as exc:
+            errors.extend(exc.errors)
+            return
     node.vars_loc = where
     node.var_locs = {key: data.key_loc(key) for key in data}
     node.user_vars = user

@@ -185,12 +185,14 @@ def display_path(path: Path, root: Path | None = None) -> str:
         return str(path)
 
 
-def load_yaml(path: Path, *, shown_as: str | None = None, vault: bool = False) -> Any:
+def load_yaml(path: Path | str, *, shown_as: str | None = None, vault: bool = False) -> Any:
     """Parse one YAML file into LineDict/LineList/scalars, or raise SourceError.
-    `vault`: an inventory file, where `!vault` values are read as VaultValue."""
-    shown = shown_as or display_path(path)
+    `vault`: an inventory file, where `!vault` values are read as VaultValue.
+    `path` may be text: the inventory loader reads 10,000 host_vars files by their names."""
+    shown = shown_as or display_path(Path(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:  # as Path.read_text, without its layers
+            text = handle.read()
     except FileNotFoundError:
         raise SourceError(Loc(shown, 0), "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
