@@ -4,7 +4,10 @@ rackform.render.project gets `render_files` replaced by one returning the given 
 The Playbook provider runs each stage in a fresh process (rackform.run.stage_process), so a
 monkeypatch in the test's own process does not reach the run. A `sitecustomize` on PYTHONPATH
 does: it installs an import hook that patches the module as it is loaded, in the provider's
-process and in the stage's, whenever STAND_IN_PROJECT (the files, as JSON) is set.
+process and in the stage's, whenever the folder holding it is on PYTHONPATH. The files lie
+beside it as JSON (PROJECT_FILE): the stage process gets only the allowed part of the
+provider's environment (rackform.process_environment: PYTHONPATH is in it, a test's own
+variable is not).
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
-SITECUSTOMIZE = textwrap.dedent("""\
+PROJECT_FILE = "stand-in-project.json"
+
+SITECUSTOMIZE = textwrap.dedent(f"""\
     import json, os, sys
+
+    PROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "{PROJECT_FILE}")
 
     class StandInRender:
         def find_spec(self, name, path=None, target=None):
@@ -29,13 +36,14 @@ SITECUSTOMIZE = textwrap.dedent("""\
 
             def exec_module(module):
                 load(module)
-                files = {p: text.encode() for p, text in json.loads(os.environ["STAND_IN_PROJECT"]).items()}
+                with open(PROJECT, encoding="utf-8") as handle:
+                    files = {{p: text.encode() for p, text in json.load(handle).items()}}
                 module.render_files = lambda site: dict(files)
 
             spec.loader.exec_module = exec_module
             return spec
 
-    if os.environ.get("STAND_IN_PROJECT"):
+    if os.path.exists(PROJECT):
         sys.meta_path.insert(0, StandInRender())
     """)
 
@@ -45,6 +53,6 @@ def stand_in_environment(folder: Path, files: Mapping[str, str | bytes]) -> dict
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
     texts = {path: text.decode() if isinstance(text, bytes) else text for path, text in files.items()}
+    (folder / PROJECT_FILE).write_text(json.dumps(texts))
     inherited = os.environ.get("PYTHONPATH")
-    return {"STAND_IN_PROJECT": json.dumps(texts),
-            "PYTHONPATH": os.pathsep.join([str(folder), *([inherited] if inherited else [])])}
+    return {"PYTHONPATH": os.pathsep.join([str(folder), *([inherited] if inherited else [])])}

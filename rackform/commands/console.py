@@ -10,7 +10,6 @@ device behind them: their lan.conf has no `sol` line) is reported as such, exit 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import sys
 from pathlib import Path
 
 from rackform.ipmi.cli_options import add_login_arguments
+from rackform.process_environment import tool_environment
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 HELP = "Open a host's serial-over-LAN console through its BMC (ipmitool sol activate); --log FILE records it."
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     address = str(host.bmc_address)
     # The password, then earlier ones and each one's first 16 bytes (what IPMI 1.5-era firmware keeps).
     for candidate in login.logins():
-        env = {**os.environ, "IPMI_PASSWORD": candidate.password}
+        env = tool_environment("ipmitool", {"IPMI_PASSWORD": candidate.password})  # ipmitool -E reads it
         info = subprocess.run(ipmitool_argv(address, candidate.user, "sol", "info", "1"), env=env,
                               capture_output=True, text=True, timeout=60, check=False)
         said = (info.stdout + info.stderr).strip()

@@ -35,6 +35,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from rackform.process_environment import tool_environment
+
 HELP = "Start a site repo of your own (sites, inventories, shared settings, rollout, Pulumi) for the installed rackform."
 EXAMPLE_DEFAULT = "edge"
 VARIABLE_FOLDERS = ("group_vars", "host_vars")
@@ -129,12 +131,13 @@ def git_init(target: Path) -> str:
     git = shutil.which("git")
     if git is None:
         return "git is not installed: no git repository was made; make one to commit the repo (README.md)"
+    env = tool_environment("git")
     inside = subprocess.run([git, "-C", str(target), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                            timeout=GIT_TIMEOUT_S, check=False)
+                            timeout=GIT_TIMEOUT_S, check=False, env=env)
     if inside.returncode == 0:
         return f"{target} is inside the git repository {inside.stdout.strip()}: no new one was made"
     made = subprocess.run([git, "init", "-q", str(target)], capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                          check=False)
+                          check=False, env=env)
     if made.returncode != 0:
         return f"git init {target} failed ({made.stderr.strip() or f'exit {made.returncode}'}): make the repository yourself"
     return f"made {target} a git repository: commit it, state/ included (`git add -A && git commit`)"

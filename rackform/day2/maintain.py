@@ -10,7 +10,6 @@ failed host, naming it: later batches keep running undisturbed.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackform.model.site import Host, Site
+from rackform.process_environment import tool_environment
 
 SSH_PORT = 22
 DOWN_TIMEOUT_S = 60.0
@@ -67,10 +67,13 @@ def wait_port(address: str, want_open: bool, timeout_s: float, interval_s: float
 
 
 def run_hook(hook: Path, site: Site, host: Host, timeout_s: float = 3600) -> tuple[bool, str]:
-    """Run a site's maintenance program for one host; its exit status is the verdict."""
-    env = {**os.environ, "RACKFORM_SITE": site.name, "RACKFORM_HOST": host.name,
-           "RACKFORM_MANAGEMENT_ADDRESS": str(host.management_address or ""),
-           "RACKFORM_BMC_ADDRESS": str(host.bmc_address or ""), "RACKFORM_BLOCK": host.block.name}
+    """Run a site's maintenance program for one host; its exit status is the verdict. It gets the
+    host's facts and, of this process's environment, profile `maintenance-hook` of
+    rackform.process_environment (the SSH agent, the key, the kubeconfig: no secrets)."""
+    env = tool_environment("maintenance-hook", {
+        "RACKFORM_SITE": site.name, "RACKFORM_HOST": host.name,
+        "RACKFORM_MANAGEMENT_ADDRESS": str(host.management_address or ""),
+        "RACKFORM_BMC_ADDRESS": str(host.bmc_address or ""), "RACKFORM_BLOCK": host.block.name})
     try:
         result = subprocess.run([str(hook)], env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:

@@ -58,6 +58,7 @@ from rackform.fabric.check_parse_switch import (
     parse_onyx_running_config,
 )
 from rackform.model.site import Site
+from rackform.process_environment import tool_environment
 
 SSH_TIMEOUT_S = 60.0
 MAX_PARALLEL_READS = 16
@@ -351,7 +352,7 @@ class SshTransport:
             raise LiveError(f"{target.name}: no management_address in the inventory")
         try:
             result = subprocess.run(self.ssh_argv(target.address, target.port), input=script, capture_output=True,
-                                    text=True, timeout=self.timeout_s)
+                                    text=True, timeout=self.timeout_s, env=tool_environment("ssh"))
         except subprocess.TimeoutExpired:
             raise LiveError(f"{target.name}: no answer over SSH within {self.timeout_s:.0f} s") from None
         if result.returncode == 255:

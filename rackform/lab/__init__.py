@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class LabError(RuntimeError):
@@ -20,10 +21,14 @@ class LabError(RuntimeError):
 
 def run(argv: Sequence[str], *, check: bool = True, input_text: str | None = None,
         timeout_s: float | None = 120) -> subprocess.CompletedProcess[str]:
-    """Run a command; on failure raise LabError naming the command and its stderr."""
+    """Run a command; on failure raise LabError naming the command and its stderr. It gets its
+    tool's environment (rackform.process_environment, by the program's name), never all of ours."""
+    # Imported here: ipmi_sim's chassis hook imports this package and must start quickly.
+    from rackform.process_environment import tool_environment
+
     try:
         result = subprocess.run(list(argv), capture_output=True, text=True, input=input_text,
-                                timeout=timeout_s)
+                                timeout=timeout_s, env=tool_environment(Path(argv[0]).name))
     except FileNotFoundError as error:
         raise LabError(f"{argv[0]}: not installed ({error})") from error
     except subprocess.TimeoutExpired as error:

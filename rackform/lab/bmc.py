@@ -67,6 +67,7 @@ from rackform.lab import LabError, chassis_hook, netns, run
 from rackform.lab.fru import fru_area
 from rackform.model.site import Host, Site
 from rackform.paths import PACKAGE_PARENT
+from rackform.process_environment import tool_environment
 from rackform.render.assets import project_templates
 
 IPMI_PORT = 623
@@ -83,8 +84,6 @@ BMC_IFNAME = "eth0"
 DRIVERS = tuple(sorted(chassis_hook.DRIVERS))
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 3.0
-# Where rackform.lab.nodes finds a lab: the hook inherits ipmi_sim's environment.
-PASSED_ENVIRONMENT = ("RACKFORM_LAB_STATE_DIR", "RACKFORM_LAB_DIR")
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_./:+-]+")  # what may go into lan.conf's quoted command
 
 LAN_CONF = "lan.conf"
@@ -391,11 +390,10 @@ def _stop_process(pid: int | None, host_dir: Path) -> None:
 
 
 def _environment() -> dict[str, str]:
-    """ipmi_sim's environment, inherited by the hook: nothing but what it needs."""
-    environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-                   "PYTHONPATH": str(PACKAGE_PARENT), "LANG": "C.UTF-8"}
-    environment.update({name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ})
-    return environment
+    """ipmi_sim's environment, inherited by the hook: its profile in rackform.process_environment
+    (where rackform.lab.nodes finds a lab: RACKFORM_LAB_STATE_DIR, RACKFORM_LAB_DIR), rackform's
+    package on PYTHONPATH."""
+    return tool_environment("ipmi_sim", {"PYTHONPATH": str(PACKAGE_PARENT), "LANG": "C.UTF-8"})
 
 
 def _launch(host_dir: Path, netns_name: str, root_netns_fd: int) -> None:

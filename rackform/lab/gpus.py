@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from rackform.lab import LabError
 from rackform.k8s.gpu_sharing import GPU_RESOURCE
 from rackform.model.site import Site
+from rackform.process_environment import tool_environment
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
@@ -43,7 +44,8 @@ def advertise(kubectl: Sequence[str], gpus: dict[str, int], timeout_s: float = 6
         patch = {"status": {"capacity": {GPU_RESOURCE: str(count)}}}
         for argv in ([*kubectl, "patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(patch)],
                      [*kubectl, "label", "node", node, f"{GPU_PRESENT_LABEL}=true", "--overwrite"]):
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                                    env=tool_environment("kubectl"))
             if result.returncode != 0:
                 raise LabError(f"advertising {count} GPU(s) on {node}: {result.stderr.strip()}")
     deadline = time.monotonic() + ALLOCATABLE_TIMEOUT_S
@@ -61,7 +63,7 @@ def advertise(kubectl: Sequence[str], gpus: dict[str, int], timeout_s: float = 6
 def advertised(kubectl: Sequence[str], timeout_s: float = 60) -> dict[str, int]:
     """Node name -> allocatable `nvidia.com/gpu` as the API server reports it (0 where none)."""
     result = subprocess.run([*kubectl, "get", "nodes", "-o", "json"], capture_output=True, text=True,
-                            timeout=timeout_s, check=False)
+                            env=tool_environment("kubectl"), timeout=timeout_s, check=False)
     if result.returncode != 0:
         raise LabError(f"listing nodes: {result.stderr.strip()}")
     return {item["metadata"]["name"]: int(item["status"].get("allocatable", {}).get(GPU_RESOURCE, "0"))

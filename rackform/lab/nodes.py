@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rackform.lab import LabError, netns, run
 from rackform.lab.state import STATE_DIR, LabState, NodeSpec, load, require
+from rackform.process_environment import tool_environment
 
 CGROUP_FS = Path("/sys/fs/cgroup")
 NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
@@ -315,7 +316,7 @@ def start(state: LabState, spec: NodeSpec) -> bool:
     with open(spec.console_log, "ab") as console:
         subprocess.run(["setsid", "-f", "sh", "-c", f'{enter_cgroups} && exec "$@"', "rackform-node",
                         *nspawn_command(spec)], stdin=subprocess.DEVNULL, stdout=console, stderr=console,
-                       check=True)
+                       check=True, env=tool_environment("systemd-nspawn"))
     _wait_for(lambda: _nspawn_pid(state, spec) is not None, START_TIMEOUT_S,
               f"{spec.name}: systemd-nspawn did not start; see {spec.console_log}")
     return True

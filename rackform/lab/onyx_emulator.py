@@ -57,6 +57,7 @@ from typing import Literal
 import asyncssh
 
 from rackform.lab import LabError
+from rackform.process_environment import tool_environment
 
 EMULATOR_NAME = "rackform Onyx CLI emulator"
 NOT_ONYX = "a lab stand-in written by the rackform project, not NVIDIA Onyx"
@@ -1000,7 +1001,7 @@ class OnyxEmulator:
         (what an inventory's ssh_host_keys would render), kept under state_dir. Call after start."""
         path = self.state_dir / "scanned_known_hosts"
         if not path.is_file():
-            found = subprocess.run(["ssh-keyscan", "-p", str(self.port), self.host],
+            found = subprocess.run(["ssh-keyscan", "-p", str(self.port), self.host], env=tool_environment("ssh-keyscan"),
                                    capture_output=True, text=True, timeout=30, check=True).stdout
             if not found.strip():
                 raise LabError(f"ssh-keyscan read no host key from the Onyx emulator at {self.host}:{self.port}")

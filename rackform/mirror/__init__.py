@@ -29,19 +29,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rackform.installed_tools import find_tool
+from rackform.process_environment import tool_environment
 
 
 class MirrorError(RuntimeError):
     """A bundle could not be built or filled; the message says what and why."""
 
 
-def run(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+def run(argv: Sequence[str | Path], *, cwd: Path | None = None, extra_env: Mapping[str, str] | None = None,
         timeout_s: float | None = 3600) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure raise MirrorError with its last lines of output. The program is
     looked for beside rackform first (the venv's bin, where the set-up links a Go toolchain it
-    fetched), then on PATH."""
+    fetched), then on PATH. Its environment is its profile's in rackform.process_environment
+    (by the program's name: `go` gets GOPROXY, GOFLAGS ..., `skopeo` REGISTRY_AUTH_FILE ...),
+    then `extra_env`."""
     args = [str(arg) for arg in argv]
     args[0] = find_tool(args[0]) or args[0]
+    env = tool_environment(Path(args[0]).name, extra_env)
     try:
         result = subprocess.run(args, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout_s)
     except FileNotFoundError as error:

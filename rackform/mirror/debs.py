@@ -73,7 +73,7 @@ def build(spec: DebSpec, out_dir: Path) -> Path:
         # gzip, not dpkg's default xz: several times faster on a 100 MB binary, for a
         # package that travels once over the site's own network.
         run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", root, target],
-            env={**os.environ, "SOURCE_DATE_EPOCH": str(CREATED_EPOCH_S)})
+            extra_env={"SOURCE_DATE_EPOCH": str(CREATED_EPOCH_S)})
     return target
 
 

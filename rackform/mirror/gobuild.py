@@ -83,11 +83,11 @@ def _build_into(spec: GoBuild, entry: Path) -> None:
     shutil.rmtree(building, ignore_errors=True)
     shutil.rmtree(entry, ignore_errors=True)
     building.mkdir(parents=True)
-    env = {**os.environ, **spec.env, "GOFLAGS": "-mod=readonly -trimpath"}
+    env = {**spec.env, "GOFLAGS": "-mod=readonly -trimpath"}  # on top of go's allowed GO* settings
     # One `go build` per package: `-o DIR` with several packages names each binary after
     # its import path, and some end in a major version (go.etcd.io/etcd/server/v3).
     for package, name in spec.packages.items():
         run(["go", "build", "-ldflags", " ".join(spec.ldflags), "-o", building / name, package],
-            cwd=spec.module_dir, env=env)
+            cwd=spec.module_dir, extra_env=env)
     (building / COMPLETE_MARK).write_text("")
     building.rename(entry)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +72,8 @@ def pip_sdk_version() -> str:
 def sdk_scripts(sdk_version: str, sources: Path = SOURCES_DIR) -> dict[str, Path]:
     """The SDK's scripts at `sdk_version`, from Go's module cache, checked against our go.sum."""
     module_dir = source_dir("pulumi-python-scripts", sdk_version, sources)
-    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
-    answer = run(["go", "mod", "download", "-json", SDK_MODULE], cwd=module_dir, env=env, timeout_s=600)
+    answer = run(["go", "mod", "download", "-json", SDK_MODULE], cwd=module_dir, extra_env={"GOFLAGS": "-mod=readonly"},
+                 timeout_s=600)
     try:
         downloaded = Path(json.loads(answer.stdout)["Dir"])
     except (ValueError, KeyError) as error:

@@ -8,8 +8,10 @@ What a run is given, and what its artifacts keep:
 
 - Environment: never this process's whole environment (ansible-runner would pass it
   on and record it, secrets and all). A run gets the variables named in
-  PASSED_ENVIRONMENT (and LC_*) where this process has them, what the caller passes,
-  what ansible-runner sets for itself, and ANSIBLE_HOST_KEY_CHECKING. Nothing else.
+  PASSED_ENVIRONMENT (and LC_*) where this process has them
+  (`rackform.process_environment.tool_environment("ansible")`, as every process rackform
+  starts: docs/security.md), what the caller passes, what ansible-runner sets for itself,
+  and ANSIBLE_HOST_KEY_CHECKING. Nothing else.
 - ANSIBLE_HOST_KEY_CHECKING is always the site's own setting, read from the rendered
   ansible.cfg (`host_key_checking`, True unless the inventory says
   `ansible_host_key_checking: false`): left unset, ansible-runner sets False.
@@ -35,11 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ansible_runner.interface import init_runner
 
-from rackform.installed_tools import search_path
+from rackform.process_environment import BASE, TOOLS, tool_environment
 from rackform.run import interrupt
 
 RUNNER_DIR_NAME = "artifacts"
@@ -53,21 +54,13 @@ CANCEL_POLL_S = 0.5
 KEPT_RUNS = 20
 """How many past run folders stay on disk for debugging; older ones are removed."""
 
-PASSED_ENVIRONMENT = (
-    # where programs and the user's files are, and who runs them
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE",
-    "PYTHONPATH", "VIRTUAL_ENV",
-    # the SSH agent holding the user's key (a socket path)
-    "SSH_AUTH_SOCK",
-    # proxies, unless they carry a password (see _passed_from_here)
-    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    # paths and names rackform's own commands tell a person to export (never a secret)
-    "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_VAULT_PASSWORD_FILE", "RACKFORM_BMC_VAULT", "RACKFORM_SWITCH_USER",
-    "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_NOCOLOR",
-)
-"""What a run inherits from this process's environment (with LC_*); everything else stays here."""
-_PASSED_PREFIXES = ("LC_",)
-_PROXY_VARIABLES = frozenset(name for name in PASSED_ENVIRONMENT if name.lower().endswith("_proxy"))
+ANSIBLE_TOOL = "ansible"
+"""Its profile in rackform.process_environment.TOOLS."""
+
+PASSED_ENVIRONMENT = tuple(sorted(BASE | TOOLS[ANSIBLE_TOOL].names))
+"""What a run inherits from this process's environment (with LC_*): rackform.process_environment's
+base and its `ansible` profile (the key, vault and switch-user paths, the SSH agent, PYTHONPATH);
+a proxy only without a password. Everything else stays here."""
 
 SECRET_FILE_VARIABLES = {"RACKFORM_SWITCH_PASSWORD": "RACKFORM_SWITCH_PASSWORD_FILE"}
 """A secret a playbook reads -> the variable naming the 0600 file that carries it into the run
@@ -214,25 +207,10 @@ def run_environment(project_dir: Path, envvars: Mapping[str, str] | None = None,
     (rackform.installed_tools: ansible-runner execs `ansible-playbook` by name, rc 127 when the
     venv is not activated), and the site's host
     key checking."""
-    env = {name: value for name, value in os.environ.items() if _passed_from_here(name, value)}
-    env.update({name: value for name, value in (envvars or {}).items() if name not in SECRET_FILE_VARIABLES})
-    env.update(secret_files or {})
-    env["PATH"] = search_path(env.get("PATH", ""))
+    given = {name: value for name, value in (envvars or {}).items() if name not in SECRET_FILE_VARIABLES}
+    env = tool_environment(ANSIBLE_TOOL, {**given, **(secret_files or {})})
     env[HOST_KEY_CHECKING_ENV] = str(site_host_key_checking(project_dir))
     return env
-
-
-def _passed_from_here(name: str, value: str) -> bool:
-    if name in _PROXY_VARIABLES:
-        return not _has_credentials(value)  # a proxy password is a secret: it stays here
-    return name in PASSED_ENVIRONMENT or name.startswith(_PASSED_PREFIXES)
-
-
-def _has_credentials(url: str) -> bool:
-    try:
-        return "@" in urlsplit(url if "://" in url else f"//{url}").netloc
-    except ValueError:
-        return True
 
 
 def site_host_key_checking(project_dir: Path) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rackform.installed_tools import find_tool, not_found
+from rackform.process_environment import tool_environment
 
 DRAIN_TIMEOUT_S = 300
 
@@ -29,7 +30,7 @@ class Cluster:
     def _kubectl(self, *argv: str, timeout_s: float = 60) -> tuple[bool, str]:
         kubectl = find_tool("kubectl") or "kubectl"  # `find` found it; were it gone since, the error says so
         result = subprocess.run([kubectl, "--kubeconfig", str(self.kubeconfig), *argv], capture_output=True,
-                                text=True, timeout=timeout_s, check=False)
+                                text=True, timeout=timeout_s, check=False, env=tool_environment("kubectl"))
         return result.returncode == 0, (result.stdout + result.stderr).strip()
 
     def cordon(self, host: str) -> tuple[bool, str]:

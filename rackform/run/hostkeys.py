@@ -17,6 +17,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from rackform.process_environment import tool_environment
 from rackform.render.known_hosts import key_problem
 
 KEYSCAN_TYPES = "ed25519,ecdsa,rsa"
@@ -65,6 +66,7 @@ def scan_one(target: Target, timeout_s: int) -> Scan:
     argv = keyscan_argv(target, timeout_s)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+                              env=tool_environment("ssh-keyscan"),
                               timeout=3 * timeout_s + 5)
     except subprocess.TimeoutExpired:
         return Scan(target, (), f"ssh-keyscan gave no answer within {3 * timeout_s + 5} s")

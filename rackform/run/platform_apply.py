@@ -13,8 +13,10 @@ A release the cluster already runs as rendered (`helm list`: deployed, the same 
 same version; `helm get values`: the same values) is not upgraded again: a second deploy adds no
 Helm revision and changes nothing. In check mode the same commands run with `--dry-run=server` (helm 3.13 or later) instead of
 waiting. It stops at the first failure, as Pulumi stops at a failed resource. Both tools
-get the kubeconfig through $KUBECONFIG only; their output is not kept (a helm dry run
-prints rendered Secrets), a failure reports the end of its stderr.
+get the kubeconfig through $KUBECONFIG only, and of the rest of the environment only what
+rackform.process_environment allows them (profiles `kubectl` and `helm`: no secrets, no
+HELM_KUBECONTEXT or HELM_NAMESPACE that would point helm elsewhere); their output is not
+kept (a helm dry run prints rendered Secrets), a failure reports the end of its stderr.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import yaml
 
 from rackform.installed_tools import find_tool, not_found
 from rackform.k8s.manifests import FIELD_MANAGER, REPOSITORY_NOT_SET
+from rackform.process_environment import tool_environment
 from rackform.render.platform_files import (
     AFTER_RELEASES_DIR,
     AFTER_RELEASES_KUSTOMIZATION,
@@ -86,6 +89,11 @@ class Step:
     """Tries before the step fails when its failure is a passing one (TRANSIENT); 1 in check mode."""
     release: InstalledRelease | None = None
     """A Helm release step: what the cluster must already run for the step to be skipped."""
+
+    @property
+    def tool(self) -> str:
+        """`kubectl` or `helm`: whose profile of rackform.process_environment the step runs with."""
+        return Path(self.argv[0]).name
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,27 +216,34 @@ def platform_steps(project_dir: Path, kubectl: str, helm: str, *, check: bool = 
 QUERY_TIMEOUT_S = 60
 
 
-def _helm_json(argv: list[str], cwd: Path, env: Mapping[str, str]) -> object:
+def _environment(tool: str, kubeconfig: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a kubectl or helm (`tool`): the allowed part of `environ` and the
+    kubeconfig, which wins over any $KUBECONFIG there."""
+    return tool_environment(tool, {"KUBECONFIG": str(kubeconfig)}, environ=environ)
+
+
+def _helm_json(argv: list[str], cwd: Path, kubeconfig: Path, environ: Mapping[str, str]) -> object:
     """What a helm query printed as JSON; None when it failed or printed something else."""
     try:
-        done = subprocess.run(argv, cwd=cwd, env=dict(env), capture_output=True, text=True,
-                              timeout=QUERY_TIMEOUT_S, check=False)
+        done = subprocess.run(argv, cwd=cwd, env=_environment("helm", kubeconfig, environ), capture_output=True,
+                              text=True, timeout=QUERY_TIMEOUT_S, check=False)
         return json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
 
 
-def release_current(helm: str, release: InstalledRelease, cwd: Path, env: Mapping[str, str]) -> bool:
+def release_current(helm: str, release: InstalledRelease, cwd: Path, kubeconfig: Path,
+                    environ: Mapping[str, str]) -> bool:
     """The cluster already runs the release as rendered: deployed, same chart and version, same
     values. Then `helm upgrade` would only add a revision: a second deploy changes nothing.
     Anything unreadable counts as not current (the upgrade runs, as it would without this)."""
     listed = _helm_json([helm, "list", "--namespace", release.namespace, "--filter", f"^{release.name}$",
-                         "--output", "json"], cwd, env)
+                         "--output", "json"], cwd, kubeconfig, environ)
     if not (isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict)
             and listed[0].get("status") == "deployed" and listed[0].get("chart") == release.chart):
         return False
     live = _helm_json([helm, "get", "values", release.name, "--namespace", release.namespace, "--output", "json"],
-                      cwd, env)
+                      cwd, kubeconfig, environ)
     try:
         rendered = yaml.safe_load((cwd / release.values_file).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -249,11 +264,11 @@ STOP_GRACE_S = 30
 """Seconds a cancelled kubectl or helm has, after SIGTERM, before it is killed."""
 
 
-def _run(step: Step, cwd: Path, env: Mapping[str, str],
+def _run(step: Step, cwd: Path, kubeconfig: Path, environ: Mapping[str, str],
          cancel_requested: Callable[[], bool]) -> tuple[int, TaskFailure | None]:
     """The step's exit status and, when it failed, why; CANCELLED_RC when a cancel stopped it."""
-    process = subprocess.Popen(step.argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(step.argv, cwd=cwd, env=_environment(step.tool, kubeconfig, environ),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + step.timeout_s
     while True:
         try:
@@ -302,7 +317,8 @@ def apply_platform(
 
     Raises PlatformUnavailable (nothing has run) without a kubeconfig, kubectl or helm,
     rendered platform files or a chart repository for every release. `progress` gets
-    each step's task before it runs.
+    each step's task before it runs. `environ` (default: this process's) is where kubectl and
+    helm are looked for (its PATH) and what their environment is taken from: its allowed part only.
     """
     project_dir = Path(project_dir).resolve()
     environ = dict(os.environ if environ is None else environ)
@@ -312,7 +328,7 @@ def apply_platform(
         raise PlatformUnavailable(f"no kubeconfig for site {project_dir.name}: {where}")
     kubectl, helm = _binaries(environ)
     steps = platform_steps(project_dir, kubectl, helm, check=check, prune_tenants=prune_tenants)
-    env = {**environ, "KUBECONFIG": str(Path(kubeconfig).resolve())}
+    kubeconfig = Path(kubeconfig).resolve()
     started = time.monotonic()
     rc, failure = 0, None
     cwd = project_dir / PLATFORM_DIR
@@ -320,7 +336,7 @@ def apply_platform(
         if cancel_requested():
             rc, failure = CANCELLED_RC, TaskFailure(CLUSTER, step.task, "not started: cancelled")
             break
-        if step.release is not None and not check and release_current(helm, step.release, cwd, env):
+        if step.release is not None and not check and release_current(helm, step.release, cwd, kubeconfig, environ):
             if progress is not None:
                 progress(f"{step.task}: unchanged")
             continue
@@ -329,7 +345,7 @@ def apply_platform(
         for attempt in range(1 if check else step.attempts):  # a dry run tries once: no webhook starts
             if attempt:
                 time.sleep(RETRY_PAUSE_S)
-            rc, failure = _run(step, cwd, env, cancel_requested)
+            rc, failure = _run(step, cwd, kubeconfig, environ, cancel_requested)
             if failure is None or rc == CANCELLED_RC or not TRANSIENT.search(failure.message):
                 break
         if failure is not None:

@@ -16,7 +16,9 @@ exactly as `rackform deploy` does.
     (the parent's death: SIGTERM too)     the same cancel, asked for (not yet seen to stop the playbook)
     the SiteRun or the exception  ◀─────  pickled, on the file descriptor named in argv
 
-The child's stdout goes to the parent's stderr: the provider's stdout is the engine's.
+The child's stdout goes to the parent's stderr: the provider's stdout is the engine's. Its
+environment is not the provider's (the engine's, PULUMI_* secrets and all): it is profile
+`rackform` of rackform.process_environment, what rackform's own stages need (docs/security.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from rackform.process_environment import tool_environment
+
 CANCEL_POLL_S = 0.2
 """How often the parent looks for a cancel request while the stage runs."""
+STAGE_TOOL = "rackform"
+"""The stage process's profile in rackform.process_environment.TOOLS."""
 
 
 class StageProcessFailed(RuntimeError):
@@ -56,7 +62,7 @@ def run_stage_in_fresh_process(site: str, root: Path, stage: str, *, envvars: Ma
         # cancel Pulumi's Cancel started.
         child = subprocess.Popen([sys.executable, "-m", __name__, str(answer_write), str(os.getpid())],
                                  stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), pass_fds=(answer_write,),
-                                 start_new_session=True)
+                                 start_new_session=True, env=tool_environment(STAGE_TOOL))
     finally:
         os.close(answer_write)
     chunks: list[bytes] = []

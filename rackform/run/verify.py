@@ -1,7 +1,8 @@
 """`rackform verify SITE`: run the testinfra checks of tests/infra against a deployed site.
 
 pytest runs in a subprocess (testinfra keeps per-process caches, and it must see the
-project's ANSIBLE_CONFIG) over the emitted project `build/<site>/`, writes JUnit XML,
+project's ANSIBLE_CONFIG) over the emitted project `build/<site>/`, with the allowed part
+of this process's environment only (rackform.process_environment, profile `pytest`), writes JUnit XML,
 and `verify` turns that into a `VerifyReport`: per machine, checks passed, failed and
 skipped, and each failure's short reason. Failures also reach `progress` as they
 happen. The CLI exits with `report.exit_code`: 0 when every check passed, 1 otherwise.
@@ -11,7 +12,6 @@ happen. The CLI exits with `report.exit_code`: 0 when every check passed, 1 othe
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackform.installed_tools import search_path
 from rackform.paths import INFRA_CHECKS_DIR
 from rackform.pipeline import STAGE_NAMES, build_dir
+from rackform.process_environment import tool_environment
 from rackform.run.verify_inventory import EmittedInventory, InventoryError, ssh_environment_for_testinfra
 
 CHECKS_DIR = INFRA_CHECKS_DIR
@@ -35,6 +35,9 @@ PROGRESS_PREFIX = "RACKFORM-VERIFY"
 """Written by tests/infra/conftest.py under `--rackform-progress`: one line per failure."""
 UNREACHABLE = "unreachable: "
 """How tests/infra/conftest.py starts the reason of every check of a machine it cannot reach."""
+
+PYTEST_TOOL = "pytest"
+"""Its profile in rackform.process_environment.TOOLS."""
 
 MACHINES_PER_WORKER = 16
 MAX_WORKERS = 32
@@ -257,20 +260,24 @@ def pytest_command(*, checks_dir: Path, inventory: Path, hosts: str | None, stag
 
 
 def _environment(project: Path, envvars: Mapping[str, str] | None, control_dir: Path) -> dict[str, str]:
-    """This process's environment for pytest, minus what a pytest run above it set."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
-    env.update(envvars or {})
+    """pytest's environment: the allowed part of this process's (`pytest` in
+    rackform.process_environment: no secrets, nothing a pytest run above it set), the caller's
+    `envvars`, the project's ansible.cfg and how testinfra's ssh logs in. PATH has rackform's bin
+    folder first: testinfra's ansible backend runs ansible-inventory by name."""
+    env = tool_environment(PYTEST_TOOL, envvars)
     env["ANSIBLE_CONFIG"] = str(project / "ansible.cfg")
     env.update(ssh_environment_for_testinfra(env, control_dir))
-    env["PATH"] = search_path(env.get("PATH", ""))  # testinfra's ansible backend runs ansible-inventory by name
     return env
 
 
-def _run_pytest(command: list[str], env: dict[str, str], cwd: Path, progress: Progress) -> tuple[int, str]:
-    """Run pytest, passing each failure line on to `progress`; returns (exit code, output tail)."""
+def _run_pytest(command: list[str], project: Path, envvars: Mapping[str, str] | None, control_dir: Path,
+                progress: Progress) -> tuple[int, str]:
+    """Run pytest in `project` (with `_environment`), passing each failure line on to `progress`;
+    returns (exit code, output tail)."""
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     unreachable: set[str] = set()  # machines already reported unreachable: once is enough
-    with subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    env = _environment(project, envvars, control_dir)
+    with subprocess.Popen(command, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace") as process:
         for line in process.stdout:
             line = line.rstrip("\n")
@@ -333,7 +340,7 @@ def verify(
         xml_path.parent.mkdir(parents=True, exist_ok=True)
         command = pytest_command(checks_dir=checks_dir, inventory=inventory, hosts=hosts, stages=stage_names,
                                  junit_xml=xml_path, site_name=site_name, checks=checks, workers=workers)
-        rc, tail = _run_pytest(command, _environment(project, envvars, Path(scratch)), project, progress)
+        rc, tail = _run_pytest(command, project, envvars, Path(scratch), progress)
         if rc == 5:
             picked = f" and -k {checks!r}" if checks else ""
             raise VerifyError(f"no check applies to the chosen machines and stages{picked}")

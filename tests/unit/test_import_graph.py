@@ -24,8 +24,8 @@ PACKAGE = ROOT / "rackform"
 ARCHITECTURE = ROOT / "docs/architecture.md"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("rackform", "rackform.paths", "rackform.installed_tools", "rackform.gc_pause", "rackform.collection",
-              "rackform.role_code", "rackform.secrets")),
+    ("base", ("rackform", "rackform.paths", "rackform.installed_tools", "rackform.process_environment",
+              "rackform.gc_pause", "rackform.collection", "rackform.role_code", "rackform.secrets")),
     ("model", ("rackform.model", "rackform.stages")),
     ("ipmi and mirror", ("rackform.ipmi", "rackform.mirror")),
     ("k8s", ("rackform.k8s",)),

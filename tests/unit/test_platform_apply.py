@@ -2,7 +2,9 @@
 folder, stop at the first failure) and the plain refusals when something is missing.
 
 kubectl and helm here are STAND-INS: small scripts put first on PATH that record their
-arguments, working folder and $KUBECONFIG, and fail when told to; the folder rackform looks
+arguments, working folder and environment, and fail when told to (by a file beside the
+kubeconfig: $KUBECONFIG is what rackform passes them, the rest of the test's environment is
+not passed on: rackform.process_environment); the folder rackform looks
 in before PATH (rackform.installed_tools: `.venv/bin`, where `make install` puts a real helm)
 is an empty one here. No Kubernetes API server is reached, so nothing here shows that a real
 cluster accepts the commands (docs/platform.md says what was not exercised)."""
@@ -27,10 +29,11 @@ LAB_RELEASES = "  releases: [kueue]\n"
 STAND_IN = f"""#!{sys.executable}
 import json, os, sys
 tool = os.path.basename(sys.argv[0])
-with open(os.environ["STAND_IN_RECORD"], "a") as record:
+settings = json.load(open(os.path.join(os.path.dirname(os.environ["KUBECONFIG"]), "stand-in.json")))
+with open(settings["record"], "a") as record:
     record.write(json.dumps({{"tool": tool, "argv": sys.argv[1:], "cwd": os.getcwd(),
-                             "kubeconfig": os.environ.get("KUBECONFIG")}}) + "\\n")
-installed = os.environ.get("STAND_IN_RELEASES")  # what `helm list` / `helm get values` answer
+                             "kubeconfig": os.environ.get("KUBECONFIG"), "environment": dict(os.environ)}}) + "\\n")
+installed = settings.get("releases")  # what `helm list` / `helm get values` answer
 if tool == "helm" and sys.argv[1] in ("list", "get"):
     releases = json.load(open(installed)) if installed else {{}}
     if sys.argv[1] == "list":
@@ -39,18 +42,18 @@ if tool == "helm" and sys.argv[1] in ("list", "get"):
     else:
         print(json.dumps(releases.get(sys.argv[3], {{}}).get("values")))
     sys.exit(0)
-flaky = os.environ.get("STAND_IN_FLAKY")  # a file: the first call that finds it gone fails, as a moving VIP does
+flaky = settings.get("flaky")  # a file: the first call that finds it gone fails, as a moving VIP does
 if flaky and tool == "kubectl" and not os.path.exists(flaky):
     open(flaky, "w").close()
     sys.stderr.write("Unable to connect to the server: write tcp 10.10.0.1:58470->10.10.0.5:6443: write: "
                      "connection reset by peer\\n")
     sys.exit(1)
-hang = os.environ.get("STAND_IN_HANG")  # a release that takes long: a cancel must stop it
+hang = settings.get("hang")  # a release that takes long: a cancel must stop it
 if hang and hang in sys.argv:
     import time
-    open(os.environ["STAND_IN_RECORD"] + ".hanging", "w").close()
+    open(settings["record"] + ".hanging", "w").close()
     time.sleep(300)
-fail = os.environ.get("STAND_IN_FAIL")
+fail = settings.get("fail")
 if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
     sys.exit(3)
@@ -80,7 +83,12 @@ class Cluster:
             (self.bin / tool).write_text(STAND_IN)
             (self.bin / tool).chmod(0o755)
         self.record = root / "record.jsonl"
-        self.environ = {"PATH": str(self.bin), "STAND_IN_RECORD": str(self.record)}
+        self.environ = {"PATH": str(self.bin)}
+        self.set()
+
+    def set(self, **settings: str) -> None:
+        """How the stand-ins behave: fail=, hang= (a release), releases= (what helm lists), flaky= (a file)."""
+        (self.kubeconfig.parent / "stand-in.json").write_text(json.dumps({"record": str(self.record), **settings}))
 
     def calls(self, queries: bool = False) -> list[dict]:
         """What the tools were asked to do; with `queries`, helm's read-only list/get too."""
@@ -124,6 +132,25 @@ def test_manifests_then_each_release_in_order_with_pinned_versions(cluster):
         "platform", "successful", 0, {}, [], True)
 
 
+def test_kubectl_and_helm_get_the_allowed_environment_only(cluster):
+    """A secret of the caller's environment, another cluster's context or namespace for helm,
+    and another kubeconfig never reach the tools; helm's own folders and the proxy do."""
+    environ = {**cluster.environ, "AWS_SECRET_ACCESS_KEY": "aws-secret", "RACKFORM_SWITCH_PASSWORD": "switch-pw",
+               "ANSIBLE_VAULT_PASSWORD_FILE": "/vault-pw", "HELM_KUBECONTEXT": "elsewhere", "HELM_NAMESPACE": "x",
+               "HELM_REPO_PASSWORD": "repo-pw", "HELM_CACHE_HOME": "/helm-cache", "https_proxy": "http://proxy:3128",
+               "KUBECONFIG": "/another/kubeconfig", "LC_ALL": "C.UTF-8"}
+    assert apply_platform(cluster.project, cluster.kubeconfig, environ=environ).ok
+    calls = cluster.calls(queries=True)
+    assert {c["tool"] for c in calls} == {"kubectl", "helm"}
+    for call in calls:
+        passed = call["environment"]
+        assert not {"AWS_SECRET_ACCESS_KEY", "RACKFORM_SWITCH_PASSWORD", "ANSIBLE_VAULT_PASSWORD_FILE",
+                    "HELM_KUBECONTEXT", "HELM_NAMESPACE", "HELM_REPO_PASSWORD"} & set(passed), call["tool"]
+        assert (passed["KUBECONFIG"], passed["https_proxy"], passed["LC_ALL"]) == (
+            str(cluster.kubeconfig), "http://proxy:3128", "C.UTF-8")
+        assert passed.get("HELM_CACHE_HOME") == ("/helm-cache" if call["tool"] == "helm" else None)
+
+
 def test_check_mode_asks_the_server_for_a_dry_run_and_waits_for_nothing(cluster):
     result = apply_platform(cluster.project, cluster.kubeconfig, check=True, environ=cluster.environ)
     expected = [(tool, [a for a in argv if a not in WAIT] + ["--dry-run=server"]) for tool, argv in EXPECTED]
@@ -132,8 +159,8 @@ def test_check_mode_asks_the_server_for_a_dry_run_and_waits_for_nothing(cluster)
 
 def test_a_failed_release_stops_the_rest_and_says_which_and_why(cluster):
     progress: list[str] = []
-    result = apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append,
-                            environ={**cluster.environ, "STAND_IN_FAIL": "gpu-operator"})
+    cluster.set(fail="gpu-operator")
+    result = apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append, environ=cluster.environ)
     assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"] == [
         "kube-prometheus-stack", "network-operator", "gpu-operator"]
     assert (result.status, result.rc, result.ok, progress[-1]) == ("failed", 3, False, "helm upgrade --install gpu-operator")
@@ -146,9 +173,10 @@ def test_a_cancel_stops_the_running_release_and_starts_nothing_more(cluster):
     """The first Ctrl-C (or Pulumi's Cancel) while helm runs: helm is stopped within seconds, no
     later step starts, and the result is "canceled" (the stage runner records nothing for it)."""
     hanging = Path(f"{cluster.record}.hanging")
+    cluster.set(hang="gpu-operator")
     started = time.monotonic()
     result = apply_platform(cluster.project, cluster.kubeconfig, cancel_requested=hanging.exists,
-                            environ={**cluster.environ, "STAND_IN_HANG": "gpu-operator"})
+                            environ=cluster.environ)
     assert time.monotonic() - started < 60  # helm's stand-in sleeps 300 s
     assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"] == [
         "kube-prometheus-stack", "network-operator", "gpu-operator"]
@@ -251,8 +279,8 @@ def test_a_release_the_cluster_already_runs_as_rendered_is_not_upgraded_again(cl
     installed.write_text(json.dumps({"kueue": {"list": {"status": "deployed", "chart": "kueue-0.17.0"},
                                                "values": values}}))
     progress: list[str] = []
-    assert apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append,
-                          environ={**cluster.environ, "STAND_IN_RELEASES": str(installed)}).ok
+    cluster.set(releases=str(installed))
+    assert apply_platform(cluster.project, cluster.kubeconfig, progress=progress.append, environ=cluster.environ).ok
     assert [(c["tool"], c["argv"]) for c in cluster.calls()] == [*EXPECTED[:-2], EXPECTED[-1]]
     assert "helm upgrade --install kueue: unchanged" in progress
 
@@ -269,8 +297,8 @@ def test_a_release_that_differs_from_the_render_is_upgraded(cluster, tmp_path, d
     release = {"list": {"status": "deployed", "chart": "kueue-0.17.0"}, "values": values} | drift
     installed = tmp_path / "releases.json"
     installed.write_text(json.dumps({"kueue": release}))
-    assert apply_platform(cluster.project, cluster.kubeconfig,
-                          environ={**cluster.environ, "STAND_IN_RELEASES": str(installed)}).ok
+    cluster.set(releases=str(installed))
+    assert apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ).ok
     assert [(c["tool"], c["argv"]) for c in cluster.calls()] == EXPECTED
 
 
@@ -280,14 +308,14 @@ def test_a_passing_connection_failure_is_tried_again(cluster, tmp_path, monkeypa
     import rackform.run.platform_apply as platform_apply
 
     monkeypatch.setattr(platform_apply, "RETRY_PAUSE_S", 0.0)
-    result = apply_platform(cluster.project, cluster.kubeconfig,
-                            environ={**cluster.environ, "STAND_IN_FLAKY": str(tmp_path / "flaked")})
+    cluster.set(flaky=str(tmp_path / "flaked"))
+    result = apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
     assert result.ok
     assert [(c["tool"], c["argv"]) for c in cluster.calls()] == [EXPECTED[0], *EXPECTED]
 
 
 def test_a_lasting_failure_is_not_tried_again(cluster):
-    result = apply_platform(cluster.project, cluster.kubeconfig,
-                            environ={**cluster.environ, "STAND_IN_FAIL": "gpu-operator"})
+    cluster.set(fail="gpu-operator")
+    result = apply_platform(cluster.project, cluster.kubeconfig, environ=cluster.environ)
     assert not result.ok
     assert [c["argv"][1] for c in cluster.calls() if c["tool"] == "helm"].count("gpu-operator") == 1

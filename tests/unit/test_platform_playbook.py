@@ -29,11 +29,14 @@ from rackform.run import applied  # noqa: E402
 from rackform.run.ansible import HostStats, RunResult  # noqa: E402
 from rackform.run.stages import run_stages  # noqa: E402
 
+# Told what to do by a file beside the kubeconfig: only $KUBECONFIG and the allowed names of the
+# test's environment reach kubectl and helm (rackform.process_environment).
 STAND_IN = f"""#!{sys.executable}
 import json, os, sys
-with open(os.environ["STAND_IN_RECORD"], "a") as record:
+settings = json.load(open(os.path.join(os.path.dirname(os.environ["KUBECONFIG"]), "stand-in.json")))
+with open(settings["record"], "a") as record:
     record.write(json.dumps({{"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:]}}) + "\\n")
-fail = os.environ.get("STAND_IN_FAIL")
+fail = settings.get("fail")
 if fail and fail in sys.argv:
     sys.stderr.write("Error: UPGRADE FAILED: context deadline exceeded\\n")
     sys.exit(3)
@@ -41,8 +44,14 @@ if fail and fail in sys.argv:
 
 
 class Tools:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, kubeconfig: Path):
         self.record = root / "record.jsonl"
+        self.settings = kubeconfig.parent / "stand-in.json"
+        self.set()
+
+    def set(self, **settings: str) -> None:
+        """How the stand-ins behave: fail= (a release)."""
+        self.settings.write_text(json.dumps({"record": str(self.record), **settings}))
 
     def calls(self) -> list[tuple[str, list[str]]]:
         lines = self.record.read_text().splitlines() if self.record.exists() else []
@@ -60,8 +69,6 @@ def tools(site_root: Path, monkeypatch, tools_beside_rackform) -> Tools:
         (bin_dir / tool).write_text(STAND_IN)
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("STAND_IN_RECORD", str(site_root / "record.jsonl"))
-    monkeypatch.delenv("STAND_IN_FAIL", raising=False)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv(applied.STATE_DIR_ENV, str(site_root / "state"))
     kubeconfig = site_root / "build" / "lab" / "artifacts" / "kubeconfig"
@@ -79,7 +86,7 @@ def tools(site_root: Path, monkeypatch, tools_beside_rackform) -> Tools:
 
     monkeypatch.setattr(rackform.run.deploy, "run_playbook", run_playbook)
     monkeypatch.setattr(rackform.run.stage_process, "run_stage_in_fresh_process", in_this_process)
-    return Tools(site_root)
+    return Tools(site_root, kubeconfig)
 
 
 def platform_props(root: Path) -> dict:
@@ -121,10 +128,10 @@ def test_the_cli_records_the_same_digest(site_root: Path, tools: Tools):
     assert applied.load(site_root, "lab")["platform"].digest == props["digest"]
 
 
-def test_a_failed_helm_release_fails_the_resource(site_root: Path, tools: Tools, monkeypatch):
+def test_a_failed_helm_release_fails_the_resource(site_root: Path, tools: Tools):
     """The platform acts on the cluster, not on hosts: a failed command is the stage not run to
     its end, never a host left out with a warning."""
-    monkeypatch.setenv("STAND_IN_FAIL", "kueue")
+    tools.set(fail="kueue")
     with pytest.raises(StageFailed) as failed:
         PlaybookProvider().create(platform_props(site_root))
     assert "stage 'platform' of site 'lab' failed" in str(failed.value)

@@ -160,6 +160,11 @@ def test_of_a_stage_that_did_not_run(host):
 
 def test_environment(host):
     assert os.environ.get("RACKFORM_UNIT_MARK") == "set"
+
+
+def test_environment_without_secrets(host):
+    assert os.environ.get("SSH_AUTH_SOCK") == "/run/unit/agent.sock"
+    assert not {"RACKFORM_UNIT_TOKEN", "AWS_SECRET_ACCESS_KEY", "PYTEST_ADDOPTS"} & set(os.environ)
 '''
 
 
@@ -243,7 +248,20 @@ def test_passing_run_exit_code_zero(tmp_path):
 
 def test_envvars_reach_the_checks(tmp_path):
     write_project(tmp_path, {"box": LOCAL})
-    report = verify(SITE, tmp_path, checks="environment", envvars={"RACKFORM_UNIT_MARK": "set"},
+    report = verify(SITE, tmp_path, checks="environment and not secrets", envvars={"RACKFORM_UNIT_MARK": "set"},
+                    checks_dir=generated_checks(tmp_path / "checks"), progress=lambda line: None)
+    assert report.hosts["box"].passed == 1, report.lines()
+
+
+def test_the_checks_get_no_secret_of_this_processs_environment(tmp_path, monkeypatch):
+    """pytest gets the allowed part of this process's environment (rackform.process_environment):
+    the SSH agent, not a token, a cloud key, or what a pytest run above it set."""
+    monkeypatch.setenv("RACKFORM_UNIT_TOKEN", "unit-token")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/unit/agent.sock")
+    write_project(tmp_path, {"box": LOCAL})
+    report = verify(SITE, tmp_path, checks="environment_without_secrets",
                     checks_dir=generated_checks(tmp_path / "checks"), progress=lambda line: None)
     assert report.hosts["box"].passed == 1, report.lines()
 
