@@ -315,7 +315,7 @@ def test_a_secret_looking_name_is_passed_by_name_only_where_a_tool_is_meant_to_g
 
 
 def test_docs_explain_every_profile():
-    text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    text = (REPO / "docs/security.md").read_text(encoding="utf-8")
     section = text[text.index("## The environment of the processes rackform starts"):]
     assert [tool for tool in TOOLS if f"`{tool}`" not in section] == []
     assert [name for name in sorted(BASE - set(PROXY_NAMES)) if f"`{name}`" not in section] == []
