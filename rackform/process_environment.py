@@ -138,7 +138,8 @@ TOOLS: dict[str, ToolProfile] = {
     "ipmi_sim": _profile(("RACKFORM_LAB_STATE_DIR", "RACKFORM_LAB_DIR"),
                          why="the lab's BMC emulator; its power hook finds the lab through these"),
     "systemd-nspawn": _profile(prefixes=("SYSTEMD_",), why="the lab's nodes: nspawn's own SYSTEMD_* switches"),
-    "rackform": _profile(_PYTHON, _SSH_AGENT, _ANSIBLE, _KUBE, _XDG_FOLDERS, ("RACKFORM_SWITCH_PASSWORD",),
+    "rackform": _profile(_PYTHON, _SSH_AGENT, _ANSIBLE, ("ANSIBLE_SSH_EXTRA_ARGS",), _KUBE, _XDG_FOLDERS,
+                         ("RACKFORM_SWITCH_PASSWORD",),
                          prefixes=("RACKFORM_", "HELM_"), refused_prefixes=_HELM["refused_prefixes"],
                          proxy_password=True, why=(
         "rackform itself in a fresh process (the Pulumi provider's stage): what its own tools get, its "
