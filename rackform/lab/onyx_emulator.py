@@ -1001,8 +1001,8 @@ class OnyxEmulator:
         (what an inventory's ssh_host_keys would render), kept under state_dir. Call after start."""
         path = self.state_dir / "scanned_known_hosts"
         if not path.is_file():
-            found = subprocess.run(["ssh-keyscan", "-p", str(self.port), self.host], env=tool_environment("ssh-keyscan"),
-                                   capture_output=True, text=True, timeout=30, check=True).stdout
+            found = subprocess.run(["ssh-keyscan", "-p", str(self.port), self.host], capture_output=True, text=True,
+                                   timeout=30, check=True, env=tool_environment("ssh-keyscan")).stdout
             if not found.strip():
                 raise LabError(f"ssh-keyscan read no host key from the Onyx emulator at {self.host}:{self.port}")
             path.write_text(found)

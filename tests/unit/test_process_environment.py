@@ -57,7 +57,8 @@ def process_starts(source: str) -> list[tuple[int, str, str | None, ast.Call, li
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                top = alias.name.split(".")[0]
+                aliases[alias.asname or top] = alias.name if alias.asname else top
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -426,7 +427,8 @@ def test_the_stage_process_gets_what_rackform_needs_and_no_secret(secrets_here, 
     folder = tmp_path / "site-packages"
     folder.mkdir()
     seen = tmp_path / "seen.json"
-    (folder / "sitecustomize.py").write_text(f"import json, os\nopen({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n")
+    (folder / "sitecustomize.py").write_text(
+        f"import json, os\nopen({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n")
     monkeypatch.setenv("PYTHONPATH", f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep))
     monkeypatch.setenv("PULUMI_ACCESS_TOKEN", "pulumi-token-5b1f")
     monkeypatch.setenv("RACKFORM_STATE_DIR", str(tmp_path / "state"))
