@@ -56,13 +56,11 @@ _SCALARS_MAX = 1 << 17
 
 def scalar(value: str) -> str:
     """A string as a one-line YAML scalar that loads back as the same string."""
-    try:
-        return _SCALARS[value]
-    except KeyError:
-        pass
-    if len(_SCALARS) >= _SCALARS_MAX:
-        _SCALARS.clear()
-    written = _SCALARS[value] = _scalar(value)
+    written = _SCALARS.get(value)  # not try/except: half the values (addresses, MACs) are new
+    if written is None:
+        if len(_SCALARS) >= _SCALARS_MAX:
+            _SCALARS.clear()
+        written = _SCALARS[value] = _scalar(value)
     return written
 
 
@@ -169,22 +167,33 @@ def _write(value: Any, indent: str, out: list[str]) -> None:
     """Append the block-style lines of a mapping or sequence (non-empty) to `out`."""
     if type(value) is dict:
         prefixes = _KEY_PREFIXES.get(indent) or _key_prefixes(indent)
+        append = out.append
         for key, item in value.items():
-            # The usual entry inline (a str key, a one-line str or an int value), the rest
-            # through _write_entry; both write exactly the same text.
+            # The usual entries inline (a str key; a one-line str, an int, a bool or a
+            # non-empty dict value), the rest through _write_entry; both write exactly the
+            # same text.
             prefix = prefixes.get(key) if type(key) is str else None
             if prefix is None:
                 prefix = f"{indent}{_atom(key)}:"
                 if type(key) is str and len(prefixes) < _SCALARS_MAX:
                     prefixes[key] = prefix
             kind = type(item)
-            if kind is str and "\n" not in item:
-                line = scalar(item)
-                if len(prefix) + 1 + len(line) <= MAX_LINE:
-                    out.append(f"{prefix} {line}")
-                    continue
+            if kind is str:
+                if "\n" not in item:
+                    line = _SCALARS.get(item) or scalar(item)
+                    if len(prefix) + 1 + len(line) <= MAX_LINE:
+                        append(f"{prefix} {line}")
+                        continue
             elif kind is int:
-                out.append(f"{prefix} {item}")
+                append(f"{prefix} {item}")
+                continue
+            elif kind is dict:
+                if item:
+                    append(prefix)
+                    _write(item, indent + _INDENT, out)
+                    continue
+            elif kind is bool:
+                append(f"{prefix} true" if item else f"{prefix} false")
                 continue
             _write_entry(prefix, item, indent, out)
     else:
