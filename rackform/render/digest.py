@@ -147,15 +147,15 @@ def _plugin_names(content: bytes) -> frozenset[str]:
     return frozenset(name.decode() for name in _PLUGIN_NAME.findall(content))
 
 
-def _plugin_files(roles: set[str], files: dict[str, bytes]) -> set[str]:
+def _plugin_files(roles: set[str], files: dict[str, bytes], index: _Paths) -> set[str]:
     """The collection's modules and filters the roles name (`rackform.site.<name>`), and
     the module_utils those modules import, transitively."""
     named: set[str] = set()
-    for path, content in files.items():
-        if path.startswith(_ROLES) and path[len(_ROLES):].split("/", 1)[0] in roles:
-            named |= _plugin_names(content)
+    for role in roles:
+        for path in index.by_role.get(role, ()):
+            named |= _plugin_names(files[path])
     found = {f"{_MODULES}{name}.py" for name in named} & files.keys()
-    found |= {path for path in files if path.startswith(_FILTERS) and named & _words(files[path])}
+    found |= {path for path in index.filters if named & _words(files[path])}
     pending = [path for path in found if path.startswith(_MODULES)]
     while pending:
         for name in module_utils_imports(files[pending.pop()].decode()):
@@ -183,6 +183,66 @@ def _targets(patterns: tuple[str, ...], groups_of: dict, hosts_of: dict) -> set[
     return targets
 
 
+class _Paths:
+    """A project's paths sorted into what `stage_files` picks them by, once for every stage:
+    it used to split and test every path again for each stage (a fifth of `plan`'s digests).
+    Each path lands where that test looked at it: tests/unit/test_digest_index.py holds
+    stage_files and stage_contents to a plain version of them, path by path."""
+
+    __slots__ = ("files", "contents", "by_role", "other_project", "filters", "group_vars", "host_vars",
+                 "switch_configs", "others")
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+        self.contents = tuple(files.values())
+        """What the index was made from: it serves the same mapping only while every file is this one."""
+        self.by_role: dict[str, list[str]] = {}
+        self.other_project: list[str] = []
+        """Under the collection, not in a role: plugins, module_utils, galaxy.yml ..."""
+        self.filters: list[str] = []
+        self.group_vars: dict[str, list[str]] = {}
+        self.host_vars: dict[str, list[str]] = {}
+        self.switch_configs: list[str] = []
+        self.others: set[str] = set()
+        """The rest: a stage reads its playbook, ansible.cfg and hosts.yml of these."""
+        for path in files:
+            if path.startswith(PROJECT_DIR):
+                if path.startswith(_ROLES):
+                    self.by_role.setdefault(path[len(_ROLES):].split("/", 1)[0], []).append(path)
+                else:
+                    self.other_project.append(path)
+                if path.startswith(_FILTERS):
+                    self.filters.append(path)
+                continue
+            parts = path.split("/")
+            if parts[:2] == ["inventory", "group_vars"] and len(parts) > 2:
+                self.group_vars.setdefault(parts[2].removesuffix(".yml").removesuffix(".yaml"), []).append(path)
+            elif parts[:2] == ["inventory", "host_vars"] and len(parts) > 2:
+                self.host_vars.setdefault(parts[2].removesuffix(".yml").removesuffix(".yaml"), []).append(path)
+            elif parts[0] == "switch_configs":
+                self.switch_configs.append(path)
+            else:
+                self.others.add(path)
+
+    def serves(self, files: dict[str, bytes]) -> bool:
+        """Whether `files` is the very mapping indexed, holding the very same files still."""
+        if files is not self.files or len(files) != len(self.contents):
+            return False
+        return all(now is then for now, then in zip(files.values(), self.contents))
+
+
+_LAST_PATHS: list[_Paths] = []
+"""The index of the mapping digested last: `stage_fingerprints` asks for every stage of one render."""
+
+
+def _paths_of(files: dict[str, bytes]) -> _Paths:
+    if _LAST_PATHS and _LAST_PATHS[0].serves(files):
+        return _LAST_PATHS[0]
+    index = _Paths(files)
+    _LAST_PATHS[:] = [index]
+    return index
+
+
 def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
     """The paths (sorted) whose content the given stage depends on."""
     if stage in _DIRECTORY_STAGES:
@@ -194,21 +254,19 @@ def stage_files(files: dict[str, bytes], stage: str) -> list[str]:
     targets = _targets(patterns, groups_of, hosts_of)
     groups = {"all"}.union(*(groups_of[host] for host in targets))
 
-    plugins = _plugin_files(roles, files)
-
-    def wanted(path: str) -> bool:
-        if path.startswith(PROJECT_DIR):
-            return path in plugins or (path.startswith(_ROLES) and path[len(_ROLES):].split("/", 1)[0] in roles)
-        parts = path.split("/")
-        if parts[:2] == ["inventory", "group_vars"] and len(parts) > 2:
-            return parts[2].removesuffix(".yml").removesuffix(".yaml") in groups
-        if parts[:2] == ["inventory", "host_vars"] and len(parts) > 2:
-            return parts[2].removesuffix(".yml").removesuffix(".yaml") in targets
-        if parts[0] == "switch_configs":
-            return stage in _SWITCH_CONFIG_STAGES
-        return path in (playbook, "ansible.cfg", INVENTORY)
-
-    return sorted(path for path in files if wanted(path))
+    index = _paths_of(files)
+    plugins = _plugin_files(roles, files, index)
+    wanted = {path for path in index.other_project if path in plugins}
+    for role in roles:
+        wanted.update(index.by_role.get(role, ()))
+    for group in groups:
+        wanted.update(index.group_vars.get(group, ()))
+    for target in targets:
+        wanted.update(index.host_vars.get(target, ()))
+    if stage in _SWITCH_CONFIG_STAGES:
+        wanted.update(index.switch_configs)
+    wanted.update(path for path in (playbook, "ansible.cfg", INVENTORY) if path in index.others)
+    return sorted(wanted)
 
 
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
@@ -228,6 +286,19 @@ class _VarFile:
     """A variable file's top-level keys, each with the names its value uses and a hash of the value."""
 
     keys: dict[str, tuple[frozenset[str], bytes]]
+    uses: tuple[tuple[str, frozenset[str]], ...]
+    """(key, the names its value uses) of the keys whose value uses any: all the closure looks at."""
+    lines: tuple[tuple[str, bool, bytes], ...]
+    """(key, whether it is always read (`ansible_*`), its `name=hash` line), by key."""
+
+
+def _var_file_from(keys: dict[str, tuple[frozenset[str], bytes]]) -> _VarFile:
+    return _VarFile(
+        keys,
+        tuple((key, used) for key, (used, _hash) in keys.items() if used),
+        tuple((key, key.startswith("ansible_"), key.encode() + b"=" + value_hash)
+              for key, (_used, value_hash) in sorted(keys.items())),
+    )
 
 
 def _var_file(content: bytes) -> _VarFile | None:
@@ -255,10 +326,24 @@ def _var_file_of(data) -> _VarFile | None:
         return None
     keys = {}
     for key, value in data.items():
-        text = json.dumps(value, sort_keys=True, default=str).encode()
-        keys[str(key)] = (_words(text) if isinstance(value, (str, list, dict)) else frozenset(),
-                          hashlib.sha256(text).digest())
-    return _VarFile(keys)
+        text = _JSON.encode(value).encode()
+        worded = isinstance(value, (str, list, dict))
+        counted = _COUNTED.get((text, worded))
+        if counted is None:  # many values recur (roles, racks, ports): each worked out once
+            if len(_COUNTED) >= _COUNTED_MAX:
+                _COUNTED.clear()
+            counted = _COUNTED[text, worded] = (_words(text) if worded else frozenset(), hashlib.sha256(text).digest())
+        keys[str(key)] = counted
+    return _var_file_from(keys)
+
+
+_COUNTED: dict[tuple[bytes, bool], tuple[frozenset[str], bytes]] = {}
+"""(a value's JSON, whether its names count) -> (the names it uses, its hash), as _var_file_of counts it."""
+_COUNTED_MAX = 1 << 16
+
+
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""What `json.dumps(value, sort_keys=True, default=str)` writes, without a new encoder per value."""
 
 
 def _is_var_file(path: str) -> bool:
@@ -273,36 +358,39 @@ def stage_contents(files: dict[str, bytes], stage: str) -> dict[str, bytes]:
     if stage in _DIRECTORY_STAGES:
         return {path: files[path] for path in paths}
     code = [path for path in paths if not _is_var_file(path)]
-    names: set[str] = set().union(*(_words(files[path]) for path in code if path.endswith(_CODE_SUFFIXES)))
+    names = set(_code_words(tuple(_words(files[path]) for path in code if path.endswith(_CODE_SUFFIXES))))
     variables = {path: _var_file(files[path]) for path in paths if _is_var_file(path)}
-    # Each round adds the names used by the keys read so far. A key once read stays read (names
-    # only grow) and its names are already in, so a round looks only at the keys not read yet:
-    # the same names and rounds as going over every key each time, without the repeats.
-    unread = [(key, used) for parsed in variables.values() if parsed is not None
-              for key, (used, _hash) in parsed.keys.items()]
+    # Each round adds the names used by the keys read so far. Whether a key is read depends on
+    # its name alone, so the keys of every file are taken together, name by name; a key once read
+    # stays read (names only grow) and its names are already in, so a round looks only at the
+    # names not read yet, and a key whose value uses no name adds nothing. The same names and
+    # rounds as going over every key of every file each time.
+    unread: dict[str, list[frozenset[str]]] = {}
+    for parsed in variables.values():
+        if parsed is not None:
+            for key, used in parsed.uses:
+                unread.setdefault(key, []).append(used)
     for _ in range(_CLOSURE_ROUNDS):
-        more: set[str] = set()
-        still_unread = []
-        for entry in unread:
-            key = entry[0]
-            if key in names or key.startswith("ansible_"):  # _reads
-                more.update(entry[1])
-            else:
-                still_unread.append(entry)
+        read_now = [key for key in unread if key in names or key.startswith("ansible_")]  # _reads
+        more: set[str] = set().union(*(used for key in read_now for used in unread.pop(key)))
         if more <= names:
             break
         names |= more
-        unread = still_unread
     contents = {path: files[path] for path in code}
     for path, parsed in variables.items():
         if parsed is None:
             contents[path] = files[path]
             continue
-        read = [key.encode() + b"=" + value_hash for key, (_used, value_hash) in sorted(parsed.keys.items())
-                if _reads(key, names)]
+        read = [line for key, always, line in parsed.lines if always or key in names]  # _reads
         if read:
             contents[path] = b"\n".join(read)
     return dict(sorted(contents.items()))
+
+
+@lru_cache(maxsize=64)
+def _code_words(words: tuple[frozenset[str], ...]) -> frozenset[str]:
+    """The names a stage's code uses: the same roles for every site a process renders."""
+    return frozenset().union(*words)
 
 
 def _reads(key: str, names: set[str]) -> bool:
