@@ -26,9 +26,10 @@ PULUMI := $(VENV)/bin/pulumi
 # tests scan and log in to real sshd processes (openssh-server; its service is not needed).
 # The site mirror: umoci builds the bundle's OCI images, skopeo pushes them to the mirror's registry,
 # gcc and libc6-dev build the static pause binary, docker-registry and curl stand in for an
-# upstream registry in the tests. Kubernetes itself is built with Go (>= 1.26: the machine's own,
-# or one the `go` target fetches from the Go module proxy).
-APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci gcc libc6-dev docker-registry curl
+# upstream registry in the tests; gnupg signs each site's copy of the apt repository. Kubernetes
+# itself is built with Go (>= 1.26: the machine's own, or one the `go` target fetches from the
+# Go module proxy).
+APT_PACKAGES := git openssh-client openssh-server iproute2 systemd-container debootstrap openipmi ipmitool freeipmi-tools skopeo umoci gcc libc6-dev docker-registry curl gnupg
 SITE ?= lab
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)

@@ -279,6 +279,36 @@ class SiteVault:
         """What ansible-runner (or a shell) needs to run the provision playbook."""
         return {ENV_BMC_VAULT: str(self.vault_file), ENV_ANSIBLE_VAULT_PASSWORD_FILE: str(self.password_file)}
 
+    # --- the site's other vault files (the site mirror's keys: rackform.mirror.site_keys) --------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the site's secrets lock (every writer of the folder takes it)."""
+        with self._locked():
+            yield
+
+    def read_vault_file(self, name: str) -> dict:
+        """Another vault file of the site's folder (`name`, e.g. mirror_vault.yml), decrypted with
+        the same password; empty when it does not exist yet."""
+        path = self.directory / name
+        if not path.exists():
+            return {}
+        _check_private_file(path)
+        try:
+            plaintext = self._vault_lib(create=False).decrypt(path.read_bytes())
+        except SecretsError:
+            raise
+        except Exception as error:  # AnsibleError for a wrong password or a damaged file
+            raise SecretsError(self._wrong_password(error).replace(str(self.vault_file), str(path), 1)) from None
+        return yaml.safe_load(plaintext) or {}
+
+    def write_vault_file(self, name: str, document: dict, header: str) -> None:
+        """Encrypt `document` into the vault file `name` of the site's folder (0600, written
+        atomically); the caller holds `locked()`."""
+        _private_dir(self.directory)
+        plaintext = header + yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
+        _write_private(self.directory / name, self._vault_lib(create=True).encrypt(plaintext))
+
 
 def bmc_hosts(site) -> list[str]:
     """Hosts of a `rackform.model.site.Site` that have a BMC."""

@@ -1,9 +1,13 @@
-"""`rackform mirror build|show`: fill and inspect the site mirror's bundle (docs/mirror.md).
+"""`rackform mirror build|show|sign`: fill, inspect and sign the site mirror's bundle (docs/mirror.md).
 
     rackform mirror build lab                       # the release lab pins, built from source here
     rackform mirror build --kubernetes 1.36.1       # another release the matrix carries
     rackform mirror build lab --from upstream       # copied from Kubernetes' repository and registries
     rackform mirror show lab --verify               # every artifact, version and digest; re-checked
+    rackform mirror sign lab                        # the bundle's apt repository signed with lab's key
+
+`sign` is what a deploy does before a stage serves the mirror; by itself it is for a playbook
+run by hand (ansible-playbook os.yml), whose site_mirror role refuses an unsigned bundle.
 
 The release must be one `kubernetes.carried` in topologies/versions.yaml lists (what sources/
 pins); anything else is bad input (exit 2) and nothing is built. A bundle whose inputs have
@@ -19,7 +23,8 @@ from pathlib import Path
 from rackform.mirror.bundle import BUNDLES_DIR
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-HELP = "Fill the site mirror's bundle (Kubernetes packages and images, with digests) or show what it holds."
+HELP = ("Fill the site mirror's bundle (Kubernetes packages and images, with digests), show what it holds, "
+        "or sign its apt repository with the site's key.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                            "modules under sources/, cached by version and digest) or from upstream.")
     show = actions.add_parser("show", help="list a bundle's artifacts with versions and digests",
                               description="List a bundle's artifacts with their versions and digests.")
+    sign = actions.add_parser("sign", help="sign a bundle's apt repository with the site's key (made the first time)",
+                              description="Sign the apt repository of the bundle the site's mirror serves with the "
+                                          "site's own key, kept in its vault (made the first time); what a deploy "
+                                          "does before a stage serves the mirror.")
+    sign.add_argument("site", metavar="SITE", help="site whose key signs, and whose kubernetes.version picks the release")
     for sub in (build, show):
         sub.add_argument("site", metavar="SITE", nargs="?", help="site whose kubernetes.version picks the release")
+    for sub in (build, show, sign):
         sub.add_argument("--kubernetes", metavar="VERSION", help="the release (default: the site's, else the matrix's)")
         sub.add_argument("--root", type=Path, default=Path("."), help="repository root (default: .)")
         sub.add_argument("--bundles", type=Path, default=BUNDLES_DIR, metavar="DIR",
@@ -59,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.mirror_command == "build":
             return _build(args, pins, bundle)
+        if args.mirror_command == "sign":
+            return _sign(args, pins.kubernetes, bundle)
         return _show(args, bundle)
     except MirrorError as error:
         print(f"rackform mirror: {error}", file=sys.stderr)
@@ -93,6 +106,27 @@ def _build(args: argparse.Namespace, pins, bundle: Path) -> int:
         report = upstream.fill(pins, bundle, upstream.Upstream.for_release(
             pins, args.upstream_apt, args.upstream_registry, args.plain_http), progress)
     _summary(report)
+    return EXIT_OK
+
+
+def _sign(args: argparse.Namespace, version: str, bundle: Path) -> int:
+    from rackform.mirror import MirrorError
+    from rackform.mirror.apt_signing import SIGNED_FILES
+    from rackform.mirror.site_keys import apt_key_file, ensure_apt_key, prepare_apt
+    from rackform.secrets import SecretsError, SiteVault
+
+    if not (bundle / "apt" / "Release").is_file():
+        raise MirrorError(f"{bundle}/apt/Release: no such file: build the bundle first with "
+                          f"`rackform mirror build {args.site}`")
+    try:
+        vault = SiteVault(args.site)
+        signatures = prepare_apt(vault, bundle, version)
+        fingerprint = ensure_apt_key(vault).fingerprint
+    except SecretsError as error:
+        print(f"rackform mirror: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"bundle {bundle}: apt repository signed with {args.site}'s key {fingerprint} "
+          f"({apt_key_file(args.site)}): {', '.join(str(signatures / name) for name in SIGNED_FILES)}")
     return EXIT_OK
 
 

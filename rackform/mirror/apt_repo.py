@@ -1,8 +1,9 @@
 """A flat apt repository: the .debs in one folder with its Packages and Release indexes.
 
-Nodes use it as `deb [trusted=yes] http://MIRROR:8080/apt ./`. The Release file carries
-the indexes' checksums (apt refuses a repository without one); it is not signed: the
-repository is trusted by its place on the site's management network (docs/mirror.md).
+Nodes use it as `deb [signed-by=<the site's key>] http://MIRROR:8080/apt ./`. The Release file
+carries the indexes' checksums (apt refuses a repository without one). It is not signed here:
+a bundle is shared by every site that pins its release, and each site signs its Release with
+its own key when it serves it (rackform.mirror.site_keys, docs/mirror.md).
 """
 
 from __future__ import annotations

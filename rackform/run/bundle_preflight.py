@@ -8,6 +8,12 @@ playbook about to run serves the mirror and the bundle is missing (`site_mirror.
 the fact the role asserts too), the run is bad input naming the command that builds it.
 `rackform upgrade` asks the same of its target release before it pins it, where a cluster is
 there to run upgrade-cluster.yml on.
+
+Where the bundle is here, `prepare_mirror` also signs its apt repository with the site's own key
+(rackform.mirror.site_keys: the key made and kept in the site's vault the first time; signed
+again only when the bundle's Release or the key changed), which the roles serve and the nodes
+check. A vault that cannot be opened, or no gpg, stops the run before anything runs
+(StageEnvironmentError), as the BMC vault does for the provision stage.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from rackform.k8s.site_mirror import missing_bundle
+from rackform.k8s.site_mirror import bundle_dir, missing_bundle
 from rackform.model.site import Site
 from rackform.model.source import BadInput, SourceError
+from rackform.run.environment import StageEnvironmentError
 
 MIRROR_ROLE = "rackform.site.site_mirror"
 
@@ -45,6 +52,41 @@ def check_bundle(site: Site, root: Path, files: Mapping[str, bytes], playbooks: 
     serving = [playbook for playbook in playbooks if playbook in files and serves_mirror(files[playbook])]
     if serving:
         refuse_missing_bundle(site, root, serving)
+
+
+def prepare_mirror(site: Site, root: Path, files: Mapping[str, bytes], playbooks: Iterable[str],
+                   environ: Mapping[str, str] | None = None) -> Path | None:
+    """`check_bundle`, then, where one of `playbooks` serves the site mirror, the site's signature
+    over the bundle's apt repository (`sign_served_bundle`); returns its folder, None where none of
+    them serves the mirror."""
+    playbooks = list(playbooks)
+    check_bundle(site, root, files, playbooks)
+    if not any(playbook in files and serves_mirror(files[playbook]) for playbook in playbooks):
+        return None
+    return sign_served_bundle(site, environ)
+
+
+def sign_served_bundle(site: Site, environ: Mapping[str, str] | None = None, version: str | None = None) -> Path | None:
+    """The site's signature over the apt repository of the bundle its mirror host serves (of
+    `version`, default the site's release), made or kept; None where rackform serves no mirror
+    for the site, or the bundle has no apt repository. `environ` (default this process's) names
+    the vault's password as for the stages (RACKFORM_VAULT_PASSWORD_FILE).
+    StageEnvironmentError when the vault cannot be opened or gpg fails."""
+    from rackform.mirror import MirrorError
+    from rackform.mirror.site_keys import prepare_apt
+    from rackform.secrets import SecretsError, SiteVault
+
+    if site.mirror is None or site.mirror.host is None or site.kubernetes is None:
+        return None
+    version = version or site.kubernetes.version
+    bundle = Path(bundle_dir(version))
+    if not (bundle / "apt" / "Release").is_file():
+        return None  # nothing to sign (a bundle without packages); the vault is not even opened
+    try:
+        vault = SiteVault(site.name, environ={**os.environ, **(environ or {})})
+        return prepare_apt(vault, bundle, version)
+    except (SecretsError, MirrorError) as error:
+        raise StageEnvironmentError(f"{site.name}: the site mirror's apt repository cannot be signed: {error}") from None
 
 
 def refuse_missing_bundle(site: Site, root: Path, serving: Sequence[str], version: str | None = None) -> None:

@@ -4,8 +4,8 @@
 `Playbook` provider calls it with one stage from `create`/`update`. Either way:
 
 1. load and check the design (`rackform.pipeline.load_and_check`), and refuse a run whose
-   stages serve the site mirror while its bundle was never built here
-   (`rackform.run.bundle_preflight`);
+   stages serve the site mirror while its bundle was never built here; where it is here,
+   sign its apt repository with the site's key (`rackform.run.bundle_preflight`);
 2. under the site's lock (`rackform.run.sitelock`: one deploying process per site),
    render the project to build/<site>/ (unchanged files stay untouched);
 3. the stage environment (`rackform.run.environment`: SSH key, BMC vault);
@@ -37,7 +37,7 @@ from rackform.pipeline import NOT_APPLICABLE, STAGES, build_dir, load_and_check,
 from rackform.render.writer import WriteResult
 from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
-from rackform.run.bundle_preflight import check_bundle
+from rackform.run.bundle_preflight import prepare_mirror
 from rackform.run.deploy import VALIDATE_PLAYBOOK, DeployReport, Progress, Runner, Step, StepRun, deploy, plan_steps
 from rackform.run.environment import stage_environment
 from rackform.run.sitelock import site_lock
@@ -87,7 +87,8 @@ def run_stages(
     Raises BadInput / DesignRejected for a design with errors (nothing rendered or run), BadInput too
     when a stage to run serves the site mirror and its bundle was never built here
     (rackform.run.bundle_preflight: nothing rendered or run),
-    StageEnvironmentError when the vault cannot be kept safely, SiteLocked when another
+    StageEnvironmentError when the vault cannot be kept safely (or the site mirror's apt repository
+    cannot be signed with the key it keeps), SiteLocked when another
     process deploys the site, PruneRefused when `prune_tenants` names a tenant that is not
     one removed from the design and still on the cluster (rackform.run.retained).
     """
@@ -97,8 +98,8 @@ def run_stages(
     from rackform.render.writer import write_project
 
     files = render_files(site)
-    check_bundle(site, root, files, [stage.playbook for stage in STAGES
-                                     if stage.playbook and (stages is None or stage.name in stages)])
+    prepare_mirror(site, root, files, [stage.playbook for stage in STAGES
+                                       if stage.playbook and (stages is None or stage.name in stages)], envvars)
     project_dir = build_dir(root, site.name)
     if prune_tenants:
         if stages is not None and PLATFORM_STAGE not in stages:
@@ -294,6 +295,7 @@ def run_day2_playbook(
         k8s = cluster.find(project_dir)
         if k8s.absent:
             return Day2Run(site.name, playbook, None, absent=k8s.absent.split(": nothing")[0])
+        prepare_mirror(site, root, files, [playbook], envvars)  # upgrade-cluster.yml serves the target's bundle
         env = stage_environment(site, {stands_for}, private_key=private_key, given=envvars, say=say)
         name = Path(playbook).stem
         steps = [Step("validate", VALIDATE_PLAYBOOK, "validate"), Step(name, playbook, name)]

@@ -29,12 +29,13 @@ import pytest
 
 from rackform.k8s.site_mirror import UPSTREAM_HOSTS
 from rackform.lab import lab, state
-from rackform.mirror import apt_repo, debs, oci
+from rackform.mirror import apt_repo, debs, oci, site_keys
 from rackform.mirror.manifest import Artifact, Manifest, file_digest
 from rackform.model.loader import load_site
 from rackform.pipeline import build_dir
 from rackform.render.project import render_project
 from rackform.run.ansible import RunResult, run_playbook
+from rackform.secrets import SiteVault
 from labenv import skip_reason
 from sitebuilder import ROCE_FABRIC, build_site, group_vars, networks, one_rack_site
 
@@ -49,6 +50,7 @@ PACKAGE, PACKAGE_VERSION, PACKAGE_FILE = "rackform-mirror-probe", "1.0-1", "/usr
 IMAGE, TAG = "mirror-probe", "v1"
 CHART = "mirror-probe-0.1.0.tgz"
 CERTS_D = "/etc/containerd/certs.d"
+KEYRING = f"/etc/apt/keyrings/{SITE}-mirror.asc"
 CONTAINERD_PLAYBOOK = "mirror-containerd.yml"
 # Tools the bundle is built and pushed with, beside the lab's (Makefile APT_PACKAGES). gcc,
 # where there is one, makes the image's static hello program.
@@ -111,17 +113,28 @@ def build_bundle(bundle: Path) -> Manifest:
     return manifest
 
 
-def write_site(root: Path, bundle: Path) -> Path:
-    """A repo root holding the real catalog and the `mirrortest` site; its inventory names the bundle."""
+def sign_bundle(bundle: Path, keys: Path) -> Path:
+    """The bundle's apt repository signed with a key of `mirrortest`'s own, in a vault under `keys`
+    (what a deploy does before os.yml: rackform.run.bundle_preflight); returns the signatures' folder."""
+    vault = SiteVault(SITE, keys / "secrets", environ={})
+    return site_keys.prepare_apt(vault, bundle, "0.0.0", sites_dir=keys / "sites")
+
+
+def write_site(root: Path, bundle: Path, keys: Path) -> Path:
+    """A repo root holding the real catalog and the `mirrortest` site; its inventory names the bundle
+    and the site's signature over it (the site has no kubernetes section, so no bundle of its own)."""
     host_vars = {MIRROR: HOST_VARS.format(n=11), CLIENT: HOST_VARS.format(n=12)}
-    all_vars = group_vars(SITE, "10.68.0.1", lab_key=True) + f"site_mirror_bundle: {bundle}\n"
+    signatures = sign_bundle(bundle, keys)
+    all_vars = (group_vars(SITE, "10.68.0.1", lab_key=True) + f"site_mirror_bundle: {bundle}\n"
+                + f"site_mirror_apt_signatures: {signatures}\n"
+                + f"site_mirror_apt_key_file: {site_keys.apt_key_file(SITE, keys / 'sites')}\n")
     return build_site(root, SITE, SITE_YAML, host_vars, all_vars)
 
 
 class Runs:
     def __init__(self, project: Path, manifest: Manifest, first: RunResult, second: RunResult,
-                 containerd: tuple[RunResult, RunResult]) -> None:
-        self.project, self.manifest = project, manifest
+                 containerd: tuple[RunResult, RunResult], keys: Path) -> None:
+        self.project, self.manifest, self.keys = project, manifest, keys
         self.first, self.second, self.containerd = first, second, containerd
 
 
@@ -133,7 +146,8 @@ def runs(tmp_path_factory, pytestconfig):
         pytest.skip(reason)
     bundle = tmp_path_factory.mktemp("mirrortest-bundle") / "bundle"
     manifest = build_bundle(bundle)
-    root = write_site(tmp_path_factory.mktemp("mirrortest-root"), bundle)
+    keys = tmp_path_factory.mktemp("mirrortest-keys")
+    root = write_site(tmp_path_factory.mktemp("mirrortest-root"), bundle, keys)
     try:
         status = lab.up(SITE, root, progress=lambda line: None)
         assert status.up, "\n".join(status.lines())
@@ -146,7 +160,7 @@ def runs(tmp_path_factory, pytestconfig):
         (project / CONTAINERD_PLAYBOOK).write_text(CONTAINERD_PLAY)
         containerd = (run_playbook(project, CONTAINERD_PLAYBOOK), run_playbook(project, CONTAINERD_PLAYBOOK))
         print("\nsite mirror lab: " + "\n  ".join(run.summary() for run in (first, second, *containerd)))
-        yield Runs(project, manifest, first, second, containerd)
+        yield Runs(project, manifest, first, second, containerd, keys)
     finally:
         lab.down(SITE, progress=lambda line: None)
 
@@ -210,6 +224,47 @@ def test_the_clients_apt_sources_name_only_the_mirror(runs):
     # A lab node's only other source would be the one debootstrap writes into the base image
     # (/etc/apt/sources.list): the lab's node setup (rackform/lab/base.py) must leave it empty.
     assert uris == [f"{HTTP}/apt"], sources
+
+
+def test_the_clients_apt_source_is_signed_by_the_sites_key_and_never_trusted_blindly(runs):
+    sources = on_node(CLIENT, "cat /etc/apt/sources.list.d/rackform-mirror.list")
+    assert [line for line in sources.splitlines() if line.startswith("deb")] == [
+        f"deb [signed-by={KEYRING}] {HTTP}/apt ./"]
+    assert "trusted=yes" not in on_node(CLIENT, "cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null || true")
+    assert on_node(CLIENT, f"cat {KEYRING}") == site_keys.apt_key_file(SITE, runs.keys / "sites").read_text()
+    assert on_node(CLIENT, f"ls /var/lib/apt/lists/ | grep -c '{MIRROR_ADDRESS}:8080_apt_._InRelease$' || true").strip() == "1"
+
+
+# As a node that reads the mirror afresh: with its lists of the mirror kept, apt would take an
+# unchanged InRelease as a hit and fetch no index at all.
+APT_UPDATE = (f"rm -f /var/lib/apt/lists/{MIRROR_ADDRESS}:8080_apt_* && "
+              "apt-get update --error-on=any -o Dir::Etc::SourceList=/etc/apt/sources.list.d/rackform-mirror.list "
+              "-o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0")
+
+
+@pytest.mark.parametrize("tamper", ["packages", "release"])
+def test_apt_refuses_a_tampered_repository(runs, tamper):
+    """On the mirror host, the served Packages index (and its .gz, which apt fetches first) or the
+    InRelease is changed; the client's apt refuses the repository. Restored afterwards."""
+    served = "/srv/rackform-mirror/apt"
+    change = {
+        "packages": (f"sed -i 's/^Version: {PACKAGE_VERSION}$/Version: 9.9-9/' {served}/Packages && "
+                     f"gzip -9nc {served}/Packages > {served}/Packages.gz"),
+        "release": f"sed -i 's/^Label: .*/Label: someone else/' {served}/InRelease",
+    }[tamper]
+    on_node(MIRROR, f"mkdir -p /root/untampered && cp -p {served}/Packages {served}/Packages.gz {served}/InRelease "
+                    f"/root/untampered/ && {change}")
+    try:
+        lab_state = state.require(SITE)
+        done = lab.ssh(lab_state, lab_state.node(CLIENT), APT_UPDATE, timeout_s=60, check=False)
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, said
+        assert ("Hash Sum mismatch" if tamper == "packages" else "BADSIG") in said, said
+    finally:
+        on_node(MIRROR, f"cp -p /root/untampered/* {served}/ && rm -r /root/untampered")
+    lab_state = state.require(SITE)
+    again = lab.ssh(lab_state, lab_state.node(CLIENT), APT_UPDATE, timeout_s=60, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_containerd_pointed_at_the_mirror_changes_nothing_the_second_time(runs):

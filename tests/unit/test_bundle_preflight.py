@@ -1,5 +1,6 @@
 """A deploy whose stages serve the site mirror is refused before anything changes when the
-mirror's bundle was never built on this controller (rackform.run.bundle_preflight).
+mirror's bundle was never built on this controller (rackform.run.bundle_preflight); where it
+was, its apt repository is signed with the site's own key before the stage runs.
 
 The playbook runs are replaced (no hosts here): what is under test is that nothing runs,
 nothing is rendered and the refusal names the command that builds the bundle.
@@ -78,6 +79,54 @@ def test_stages_that_do_not_serve_the_mirror_run_without_it(site_root: Path, no_
 def test_a_built_bundle_lets_the_os_stage_run(site_root: Path, built_bundles, runs):
     run_stages("lab", site_root, ["os"])
     assert runs == ["validate.yml", "os.yml"]
+
+
+@pytest.fixture()
+def bundle_with_packages(built_bundles: Path, tmp_path: Path, monkeypatch) -> Path:
+    """The lab's bundle (1.36.1) with a real apt repository; the site's keys under the test's folder."""
+    import shutil
+
+    from rackform.mirror import apt_repo, debs, site_keys
+
+    if not all(shutil.which(tool) for tool in ("gpg", "gpgv", "dpkg-deb")):
+        pytest.skip("needs gpg, gpgv and dpkg-deb")
+    bundle = built_bundles / "kubernetes-1.36.1"
+    debs.build(debs.DebSpec("rackform-probe", "1.0-1", "probe\nA test package.", {"/etc/probe": "probe\n"}),
+               bundle / "apt")
+    apt_repo.write_indexes(bundle / "apt")
+    monkeypatch.setattr(site_keys, "SITES_DIR", tmp_path / "sites")
+    monkeypatch.setenv("RACKFORM_SECRETS_DIR", str(tmp_path / "secrets"))
+    monkeypatch.delenv("RACKFORM_VAULT_PASSWORD_FILE", raising=False)
+    return bundle
+
+
+def test_a_deploy_signs_the_bundles_apt_repository_with_the_sites_key_before_the_os_stage(
+        site_root: Path, bundle_with_packages: Path, runs, tmp_path: Path):
+    from rackform.mirror import apt_signing, site_keys
+    from rackform.secrets import SiteVault
+
+    run_stages("lab", site_root, ["os"])
+    signatures = tmp_path / "sites" / "lab" / "kubernetes-1.36.1"
+    key = site_keys.ensure_apt_key(SiteVault("lab"))
+    assert apt_signing.verify_release(bundle_with_packages / "apt" / "Release", signatures, key.public) == []
+    assert (tmp_path / "sites" / "lab" / "apt-signing-key.asc").read_text() == key.public
+    told = (site_root / "build" / "lab" / "inventory" / "group_vars" / "all" / "mirror.yml").read_text()
+    assert f"site_mirror_apt_signatures: \"{signatures}\"" in told, told
+    assert runs == ["validate.yml", "os.yml"]
+
+
+def test_stages_that_do_not_serve_the_mirror_sign_nothing(site_root: Path, bundle_with_packages: Path, runs,
+                                                          tmp_path: Path):
+    run_stages("lab", site_root, ["kubernetes"])
+    assert not (tmp_path / "sites").exists() and not (tmp_path / "secrets" / "lab" / "mirror_vault.yml").exists()
+
+
+def test_a_vault_that_cannot_be_opened_stops_the_deploy_before_anything_runs(
+        site_root: Path, bundle_with_packages: Path, runs, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("RACKFORM_VAULT_PASSWORD_FILE", str(tmp_path / "no-such-password"))
+    assert cli.main(["deploy", "lab", "--root", str(site_root), "--stage", "os"]) == 1
+    assert "the site mirror's apt repository cannot be signed: no vault password file" in capsys.readouterr().err
+    assert runs == []
 
 
 def test_the_refusal_reads_the_bundle_as_the_role_does(lab_site, no_bundles):

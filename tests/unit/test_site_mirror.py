@@ -62,6 +62,9 @@ def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
         "site_mirror_registry": "10.10.0.11:5000",
         "site_mirror_air_gapped": True,
         "site_mirror_bundle": "/var/lib/rackform/mirror/bundles/kubernetes-1.36.1",  # the lab's pin
+        # rackform serves this mirror: the site's own key and its signature over that bundle
+        "site_mirror_apt_key_file": "/var/lib/rackform/mirror/sites/lab/apt-signing-key.asc",
+        "site_mirror_apt_signatures": "/var/lib/rackform/mirror/sites/lab/kubernetes-1.36.1",
     }
 
 
@@ -70,6 +73,8 @@ def test_a_mirror_machine_outside_the_design_is_given_by_address(lab_files):
     values = mirror_group_vars(lab_files.load())
     assert "site_mirror_host" not in values
     assert (values["site_mirror_address"], values["site_mirror_registry"]) == ("10.10.0.50", "10.10.0.50:5000")
+    # rackform does not serve it, so it signs nothing for it
+    assert ("site_mirror_apt_key_file" in values, "site_mirror_apt_signatures" in values) == (False, False)
 
 
 def test_a_site_that_is_not_air_gapped_sends_the_public_registries_to_its_mirror(lab_files):

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
 
 from rackform.collection import short_name
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - ansible-core < 2.19 trusts every strin
     def trust_as_template(value):
         return value
 
+init_plugin_loader()  # lookups (the roles read files on the controller) need Ansible's plugins
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR_ROLES = ("site_mirror", "mirror_client")
 BUNDLE = "/var/lib/rackform/mirror/bundles/kubernetes-1.36.3"
@@ -40,11 +42,14 @@ ROOT_DIR = "/srv/rackform-mirror"
 REGISTRY = "10.1.0.11:5000"
 CERTS_D = "/etc/containerd/certs.d"
 NAMES_HEADER = "# Written by rackform (role containerd): the registry names configured in this folder.\n"
+SIGNATURES = "/var/lib/rackform/mirror/sites/lab/kubernetes-1.36.3"
 MIRROR = {
     "site_mirror_host": "mgmt-1", "site_mirror_address": "10.1.0.11",
     "site_mirror_apt_url": "http://10.1.0.11:8080/apt", "site_mirror_registry": REGISTRY,
-    "site_mirror_air_gapped": True, "site_mirror_bundle": BUNDLE,
+    "site_mirror_air_gapped": True, "site_mirror_bundle": BUNDLE, "site_mirror_apt_signatures": SIGNATURES,
+    "site_name": "lab",
 }
+PUBLIC_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEstandin\n-----END PGP PUBLIC KEY BLOCK-----\n"
 
 
 @pytest.fixture(scope="module")
@@ -177,32 +182,60 @@ def found(prefix: str, entries: dict[str, str]) -> dict:
     return {"files": [{"path": f"{prefix}/{path}", "checksum": checksum} for path, checksum in entries.items()]}
 
 
-def copy_decision(files, bundle: dict[str, str], served: dict[str, str]) -> tuple[list[str], list[str]]:
+def copy_decision(files, bundle: dict[str, str], served: dict[str, str],
+                  signed: dict[str, str] | None = None, **variables) -> tuple[list[str], list[str]]:
     decide = task(files, "site_mirror", "Decide which files to copy and which to remove")
-    facts = evaluate(files, "site_mirror", decide["ansible.builtin.set_fact"], **MIRROR, **decide["vars"],
-                     site_mirror_bundle_files=found(BUNDLE, bundle), site_mirror_served_files=found(ROOT_DIR, served))
+    facts = evaluate(files, "site_mirror", decide["ansible.builtin.set_fact"], **{**MIRROR, **variables}, **decide["vars"],
+                     site_mirror_bundle_files=found(BUNDLE, bundle), site_mirror_served_files=found(ROOT_DIR, served),
+                     site_mirror_signature_files=found(SIGNATURES, SIGNED if signed is None else signed))
     return facts["site_mirror_to_copy"], facts["site_mirror_to_remove"]
 
 
 BUNDLE_FILES = {"apt/kubeadm.deb": "k1", "apt/kubelet.deb": "l1", "apt/Packages": "p1", "apt/Packages.gz": "z1",
                 "apt/Release": "r1", "charts/gpu-operator.tgz": "g1"}
+SIGNED = {"InRelease": "i1", "Release.gpg": "s1"}
+SERVED = {**BUNDLE_FILES, "apt/InRelease": "i1", "apt/Release.gpg": "s1"}
 
 
-def test_a_fresh_mirror_gets_everything_the_indexes_last_release_at_the_very_end(files):
+def test_a_fresh_mirror_gets_everything_the_indexes_last_inrelease_at_the_very_end(files):
     assert copy_decision(files, BUNDLE_FILES, {}) == (
         ["apt/kubeadm.deb", "apt/kubelet.deb", "charts/gpu-operator.tgz", "apt/Packages", "apt/Packages.gz",
-         "apt/Release"], [])
+         "apt/Release", "apt/Release.gpg", "apt/InRelease"], [])
 
 
-def test_a_mirror_that_holds_the_bundle_gets_nothing(files):
-    assert copy_decision(files, BUNDLE_FILES, BUNDLE_FILES) == ([], [])
+def test_a_mirror_that_holds_the_bundle_and_its_signature_gets_nothing(files):
+    assert copy_decision(files, BUNDLE_FILES, SERVED) == ([], [])
 
 
 def test_only_changed_and_new_files_are_copied_and_files_gone_from_the_bundle_removed(files):
-    served = {**BUNDLE_FILES, "apt/kubeadm.deb": "k0", "apt/Packages": "p0", "apt/Release": "r0", "apt/kubectl.deb": "c0"}
+    served = {**SERVED, "apt/kubeadm.deb": "k0", "apt/Packages": "p0", "apt/Release": "r0", "apt/InRelease": "i0",
+              "apt/kubectl.deb": "c0"}
     del served["apt/kubelet.deb"]
     assert copy_decision(files, BUNDLE_FILES, served) == (
-        ["apt/kubeadm.deb", "apt/kubelet.deb", "apt/Packages", "apt/Release"], ["apt/kubectl.deb"])
+        ["apt/kubeadm.deb", "apt/kubelet.deb", "apt/Packages", "apt/Release", "apt/InRelease"], ["apt/kubectl.deb"])
+
+
+def test_an_unsigned_mirror_serves_no_signature_and_keeps_none(files):
+    assert copy_decision(files, BUNDLE_FILES, SERVED, signed={}, site_mirror_apt_signatures="") == (
+        [], ["apt/InRelease", "apt/Release.gpg"])
+
+
+def test_the_signature_is_copied_from_the_sites_folder_the_rest_from_the_bundle(files):
+    copy = task(files, "site_mirror", "Copy the bundle's new and changed files to the mirror")
+    sources = {item: evaluate(files, "site_mirror", copy["ansible.builtin.copy"]["src"], **MIRROR, item=item)
+               for item in ("apt/InRelease", "apt/Release.gpg", "apt/Release", "apt/kubeadm.deb")}
+    assert sources == {"apt/InRelease": f"{SIGNATURES}/InRelease", "apt/Release.gpg": f"{SIGNATURES}/Release.gpg",
+                       "apt/Release": f"{BUNDLE}/apt/Release", "apt/kubeadm.deb": f"{BUNDLE}/apt/kubeadm.deb"}
+
+
+@pytest.mark.parametrize(("present", "passes"), [(("InRelease", "Release.gpg"), True), (("Release.gpg",), False), ((), False)])
+def test_the_role_stops_before_serving_without_the_sites_signature(files, tmp_path, present, passes):
+    check = task(files, "site_mirror", "Check that the site's signature over the bundle is on the controller")
+    for name in present:
+        (tmp_path / name).write_text("signed\n")
+    condition = "{{ " + check["ansible.builtin.assert"]["that"][0] + " }}"
+    assert evaluate(files, "site_mirror", condition, **{**MIRROR, "site_mirror_apt_signatures": str(tmp_path)}) is passes
+    assert "rackform mirror sign" in check["ansible.builtin.assert"]["fail_msg"]
 
 
 # --- site_mirror: what is pushed
@@ -238,24 +271,59 @@ def test_the_registry_is_asked_by_name_and_tag_from_the_controller(files):
         f"http://{REGISTRY}/v2/kube-apiserver/manifests/v1.36.3", "HEAD", "localhost")
 
 
-def test_the_role_ends_by_asking_for_the_apt_index_and_the_registry_api(files):
-    check = task(files, "site_mirror", "Check that the mirror answers (apt index, registry API)")
+def test_the_role_ends_by_asking_for_the_apt_index_its_signature_and_the_registry_api(files):
+    check = task(files, "site_mirror", "Check that the mirror answers (apt index and signature, registry API)")
     assert evaluate(files, "site_mirror", check["loop"], **MIRROR) == [
-        "http://10.1.0.11:8080/apt/Packages", f"http://{REGISTRY}/v2/"]
+        "http://10.1.0.11:8080/apt/Packages", "http://10.1.0.11:8080/apt/InRelease", f"http://{REGISTRY}/v2/"]
 
 
 # --- mirror_client
 
 
-def test_the_apt_source_is_the_mirrors_flat_repository(files):
-    source = render(files, "mirror_client", "rackform-mirror.list.j2", **MIRROR)
-    assert [line for line in source.splitlines() if not line.startswith("#")] == [
-        "deb [trusted=yes] http://10.1.0.11:8080/apt ./"]
+def source_lines(files, **variables) -> list[str]:
+    source = render(files, "mirror_client", "rackform-mirror.list.j2", **variables)
+    return [line for line in source.splitlines() if not line.startswith("#")]
 
 
-def test_the_client_compares_apts_copy_of_the_mirrors_release(files):
-    assert evaluate(files, "mirror_client", "{{ mirror_client_lists_release }}", **MIRROR) == (
-        "/var/lib/apt/lists/10.1.0.11:8080_apt_._Release")
+def test_the_apt_source_is_the_mirrors_flat_repository_signed_by_the_sites_key(files):
+    source = render(files, "mirror_client", "rackform-mirror.list.j2", **MIRROR, mirror_client_apt_key=PUBLIC_KEY)
+    assert source_lines(files, **MIRROR, mirror_client_apt_key=PUBLIC_KEY) == [
+        "deb [signed-by=/etc/apt/keyrings/lab-mirror.asc] http://10.1.0.11:8080/apt ./"]
+    assert "trusted=yes" not in source
+
+
+def test_the_rendered_lab_project_gives_the_client_the_sites_key(files, tmp_path):
+    told = yaml.safe_load(files["inventory/group_vars/all/mirror.yml"])
+    key = tmp_path / "apt-signing-key.asc"
+    key.write_text(PUBLIC_KEY)
+    given = {**told, "site_mirror_apt_key_file": str(key), "site_name": "lab"}
+    assert evaluate(files, "mirror_client", "{{ mirror_client_apt_key }}", **given) == PUBLIC_KEY
+    assert source_lines(files, **given) == [
+        f"deb [signed-by=/etc/apt/keyrings/lab-mirror.asc] {told['site_mirror_apt_url']} ./"]
+
+
+def test_a_mirror_rackform_does_not_serve_is_trusted_by_its_place(files):
+    unserved = {key: value for key, value in MIRROR.items() if key not in ("site_mirror_host", "site_mirror_apt_signatures")}
+    assert source_lines(files, **unserved) == ["deb [trusted=yes] http://10.1.0.11:8080/apt ./"]
+
+
+def test_the_key_is_installed_before_the_source_names_it(files):
+    names = [task["name"] for task in role_yaml(files, "mirror_client", "tasks/main.yml")[0]["block"]]
+    assert names.index("Install the key the mirror's Release is signed with") < names.index("Add the site mirror to apt's sources")
+    install = task(files, "mirror_client", "Install the key the mirror's Release is signed with")["ansible.builtin.copy"]
+    assert evaluate(files, "mirror_client", install["dest"], **MIRROR) == "/etc/apt/keyrings/lab-mirror.asc"
+
+
+@pytest.mark.parametrize(("key", "lists_file"), [(PUBLIC_KEY, "InRelease"), ("", "Release")])
+def test_the_client_compares_apts_copy_of_the_mirrors_release(files, key, lists_file):
+    assert evaluate(files, "mirror_client", "{{ mirror_client_lists_release }}", **MIRROR, mirror_client_apt_key=key) == (
+        f"/var/lib/apt/lists/10.1.0.11:8080_apt_._{lists_file}")
+
+
+def test_the_client_compares_the_signed_release_the_mirror_serves(files, tmp_path):
+    (tmp_path / "InRelease").write_text("-----BEGIN PGP SIGNED MESSAGE-----\nsigned\n")
+    assert evaluate(files, "mirror_client", "{{ mirror_client_release }}",
+                    **{**MIRROR, "site_mirror_apt_signatures": str(tmp_path)}) == "-----BEGIN PGP SIGNED MESSAGE-----\nsigned\n"
 
 
 def test_the_client_does_nothing_without_a_mirror(files):
@@ -342,6 +410,6 @@ def test_the_containerd_fast_path_compares_the_mirror_settings_and_every_registr
             "containerd_directories" in look["directories"]) == (True, True, True)
 
 
-def test_make_installs_skopeo_and_umoci():
+def test_make_installs_skopeo_umoci_and_gnupg():
     line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("APT_PACKAGES"))
-    assert {"skopeo", "umoci"} <= set(line.split(":=", 1)[1].split())
+    assert {"skopeo", "umoci", "gnupg"} <= set(line.split(":=", 1)[1].split())
