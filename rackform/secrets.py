@@ -1,8 +1,10 @@
-"""Per-site BMC secrets: one ansible-vault file per site, outside the repo and the project.
+"""Per-site secrets: one ansible-vault file per site, outside the repo and the project.
 
     <secrets root>/<site>/          0700
         bmc_vault.yml               0600, ansible-vault (AES-256): rackform_bmc_credentials:
                                       {host: {user, password, previous: [...], factory: [{user, password}]}}
+                                    and, for a site with Kubernetes, rackform_kube_encryption_keys:
+                                      [{name, secret}, ...] (the API servers' keys for Secrets at rest)
         vault-password              0600, random, made on first use (unless one is given)
         .lock                       serialises writers (flock)
 
@@ -24,10 +26,18 @@ the vault through `vars_files` (once per run, however many servers), decrypted w
 ANSIBLE_VAULT_PASSWORD_FILE; `runner_envvars` gives both variables for ansible-runner.
 Rotation moves the current password to `previous` (the module logs in with it, then
 sets the new one); `forget_previous` drops them once every BMC has the new one.
+
+The cluster's encryption keys (docs/kubernetes.md, "Secrets encrypted at rest") are an
+ordered list: the first encrypts what the API servers write, the others only decrypt.
+Each is 32 random bytes, base64 (secretbox's key). `rotate_encryption_key` puts a new key
+first and keeps the old ones; the kubernetes stage rolls it out and rewrites every Secret
+with it; `forget_old_encryption_keys` then keeps the first alone. The kubernetes play reads
+them from this same file, as the provision play reads the BMC passwords.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import os
@@ -36,6 +46,7 @@ import stat
 import string
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -50,7 +61,11 @@ VAULT_FILE = "bmc_vault.yml"
 VAULT_PASSWORD_FILE = "vault-password"
 LOCK_FILE = ".lock"
 VAULT_VARIABLE = "rackform_bmc_credentials"
-"""The one variable the vault defines (the playbook looks a server up in it)."""
+"""The BMC passwords' variable (the provision playbook looks a server up in it)."""
+ENCRYPTION_KEYS_VARIABLE = "rackform_kube_encryption_keys"
+"""The API servers' encryption keys for Secrets, first one used for writing (the kubeadm role reads it)."""
+ENCRYPTION_KEY_BYTES = 32
+"""secretbox's key length (XSalsa20-Poly1305)."""
 
 ADMIN_USER = "rackform"
 """The site admin account rackform creates on every BMC (IPMI allows 16 bytes)."""
@@ -95,6 +110,31 @@ class BmcCredential:
             previous=tuple(str(p) for p in entry.get("previous") or ()),
             factory=tuple((str(f["user"]), str(f["password"])) for f in entry.get("factory") or ()),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EncryptionKey:
+    """One key of the API servers' EncryptionConfiguration; the secret never shows in repr or logs."""
+
+    name: str
+    secret: str = field(repr=False)
+    """ENCRYPTION_KEY_BYTES random bytes, base64."""
+
+    def to_yaml(self) -> dict:
+        return {"name": self.name, "secret": self.secret}
+
+    @classmethod
+    def from_yaml(cls, entry: dict) -> EncryptionKey:
+        return cls(name=str(entry["name"]), secret=str(entry["secret"]))
+
+
+def generate_encryption_key(taken: Iterable[str] = (), now: datetime | None = None) -> EncryptionKey:
+    """A new random key, named after when it was made (`key-20261128t103000z`), unique among `taken`."""
+    stamp = (now or datetime.now(UTC)).strftime("key-%Y%m%dt%H%M%Sz")
+    taken = set(taken)
+    name = next(candidate for candidate in (stamp, *(f"{stamp}-{n}" for n in range(2, 100)))
+                if candidate not in taken)
+    return EncryptionKey(name, base64.b64encode(secrets.token_bytes(ENCRYPTION_KEY_BYTES)).decode())
 
 
 def generate_password(length: int = PASSWORD_LENGTH) -> str:
@@ -144,7 +184,7 @@ def _check_private_file(path: Path) -> None:
 
 
 class SiteVault:
-    """The BMC secrets of one site."""
+    """The secrets of one site: BMC logins, and the cluster's encryption keys."""
 
     def __init__(self, site_name: str, root: Path | None = None, environ: dict[str, str] | None = None):
         environ = os.environ if environ is None else environ
@@ -214,8 +254,8 @@ class SiteVault:
     def exists(self) -> bool:
         return self.vault_file.exists()
 
-    def load(self) -> dict[str, BmcCredential]:
-        """Every host's credential (empty when the vault does not exist yet)."""
+    def _document(self) -> dict:
+        """The decrypted vault (empty when it does not exist yet)."""
         if not self.vault_file.exists():
             return {}
         _check_private_file(self.vault_file)
@@ -225,14 +265,31 @@ class SiteVault:
             raise
         except Exception as error:  # AnsibleError for a wrong password or a damaged file
             raise SecretsError(self._wrong_password(error)) from None
-        data = yaml.safe_load(plaintext) or {}
-        entries = data.get(VAULT_VARIABLE) or {}
+        return yaml.safe_load(plaintext) or {}
+
+    @staticmethod
+    def _credentials(document: dict) -> dict[str, BmcCredential]:
+        entries = document.get(VAULT_VARIABLE) or {}
         return {host: BmcCredential.from_yaml(entry) for host, entry in entries.items()}
 
-    def _save(self, credentials: dict[str, BmcCredential]) -> None:
-        document = {VAULT_VARIABLE: {host: credentials[host].to_yaml() for host in sorted(credentials)}}
+    @staticmethod
+    def _keys(document: dict) -> list[EncryptionKey]:
+        return [EncryptionKey.from_yaml(entry) for entry in document.get(ENCRYPTION_KEYS_VARIABLE) or ()]
+
+    def load(self) -> dict[str, BmcCredential]:
+        """Every host's credential (empty when the vault does not exist yet)."""
+        return self._credentials(self._document())
+
+    def encryption_keys(self) -> list[EncryptionKey]:
+        """The cluster's encryption keys, the one used for writing first (empty: none made yet)."""
+        return self._keys(self._document())
+
+    def _save(self, credentials: dict[str, BmcCredential], keys: list[EncryptionKey]) -> None:
+        document: dict = {VAULT_VARIABLE: {host: credentials[host].to_yaml() for host in sorted(credentials)}}
+        if keys:
+            document[ENCRYPTION_KEYS_VARIABLE] = [key.to_yaml() for key in keys]  # in order: the first writes
         plaintext = yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
-        header = f"# BMC credentials of site {self.site_name}, written by rackform.secrets.\n"
+        header = f"# Secrets of site {self.site_name}, written by rackform.secrets.\n"
         _write_private(self.vault_file, self._vault_lib(create=True).encrypt(header + plaintext))
 
     def ensure(self, hosts: Iterable[str], user: str = ADMIN_USER,
@@ -240,18 +297,20 @@ class SiteVault:
         """Give every host without a credential a new random password (and the factory login
         to reach its BMC the first time); returns those hosts."""
         with self._locked():
-            credentials = self.load()
+            document = self._document()
+            credentials = self._credentials(document)
             added = sorted(set(hosts) - set(credentials))
             if added or not self.vault_file.exists():
                 for host in added:
                     credentials[host] = BmcCredential(user=user, password=generate_password(), factory=factory)
-                self._save(credentials)
+                self._save(credentials, self._keys(document))
         return added
 
     def rotate(self, hosts: Iterable[str]) -> list[str]:
         """New passwords for these hosts; the current ones become `previous` (tried next run)."""
         with self._locked():
-            credentials = self.load()
+            document = self._document()
+            credentials = self._credentials(document)
             wanted = sorted(set(hosts))
             unknown = [host for host in wanted if host not in credentials]
             if unknown:
@@ -260,20 +319,56 @@ class SiteVault:
                 old = credentials[host]
                 credentials[host] = BmcCredential(old.user, generate_password(), (old.password, *old.previous),
                                                   old.factory)
-            self._save(credentials)
+            self._save(credentials, self._keys(document))
         return wanted
 
     def forget_previous(self, hosts: Iterable[str]) -> list[str]:
         """Drop the previous passwords of hosts whose BMCs have the current one; returns those changed."""
         with self._locked():
-            credentials = self.load()
+            document = self._document()
+            credentials = self._credentials(document)
             changed = sorted(host for host in set(hosts) if host in credentials and credentials[host].previous)
             for host in changed:
                 old = credentials[host]
                 credentials[host] = BmcCredential(old.user, old.password, (), old.factory)
             if changed:
-                self._save(credentials)
+                self._save(credentials, self._keys(document))
         return changed
+
+    # --- the cluster's encryption keys -----------------------------------------------------------
+
+    def ensure_encryption_key(self) -> EncryptionKey | None:
+        """Make the first encryption key where there is none; returns it (None: one was there)."""
+        with self._locked():
+            document = self._document()
+            keys = self._keys(document)
+            if keys:
+                return None
+            made = generate_encryption_key()
+            self._save(self._credentials(document), [made])
+        return made
+
+    def rotate_encryption_key(self) -> EncryptionKey:
+        """A new key first (the API servers write with it once the kubernetes stage ran); the
+        others stay, after it, so that what they encrypted can still be read."""
+        with self._locked():
+            document = self._document()
+            keys = self._keys(document)
+            made = generate_encryption_key(key.name for key in keys)
+            self._save(self._credentials(document), [made, *keys])
+        return made
+
+    def forget_old_encryption_keys(self) -> list[str]:
+        """Keep the first key alone; returns the names dropped. Only once the kubernetes stage
+        has run with the first key (it rewrote every Secret with it): the stage refuses a vault
+        that lacks the key the API servers write with."""
+        with self._locked():
+            document = self._document()
+            keys = self._keys(document)
+            dropped = [key.name for key in keys[1:]]
+            if dropped:
+                self._save(self._credentials(document), keys[:1])
+        return dropped
 
     def runner_envvars(self) -> dict[str, str]:
         """What ansible-runner (or a shell) needs to run the provision playbook."""
@@ -316,9 +411,12 @@ def bmc_hosts(site) -> list[str]:
 
 
 def ensure_site_vault(site, root: Path | None = None, environ: dict[str, str] | None = None) -> SiteVault:
-    """The site's vault, with a credential for every host that has a BMC (`environ`: as SiteVault)."""
+    """The site's vault, with a credential for every host that has a BMC and, for a site with
+    Kubernetes, an encryption key for its Secrets (`environ`: as SiteVault)."""
     vault = SiteVault(site.name, root, environ)
     vault.ensure(bmc_hosts(site))
+    if getattr(site, "kubernetes", None) is not None:
+        vault.ensure_encryption_key()
     return vault
 
 

@@ -6,10 +6,11 @@ a project carries no secrets and no machine-local paths.
 - SSH key: the caller's `private_key`, else ANSIBLE_PRIVATE_KEY_FILE as already set
   (in the given environment or this process's), else the key of the site's lab when
   `rackform lab up SITE` is up on this machine, else SSH's own default.
-- BMC vault (only when the provision stage runs): $RACKFORM_BMC_VAULT as given, else
-  the site's vault (`rackform.secrets`), made on first use outside the repo. Its
-  password file is $RACKFORM_VAULT_PASSWORD_FILE where set (the Pulumi provider sets
-  it from the stack's secret config), else the vault's own.
+- Site vault (only when the provision or the kubernetes stage runs: the BMC passwords,
+  the API servers' encryption keys): $RACKFORM_BMC_VAULT as given, else the site's vault
+  (`rackform.secrets`), made on first use outside the repo. Its password file is
+  $RACKFORM_VAULT_PASSWORD_FILE where set (the Pulumi provider sets it from the stack's
+  secret config), else the vault's own.
 
 What is computed here is added to the run; of this process's own environment a run gets
 only the names `rackform.run.ansible.PASSED_ENVIRONMENT` lists (ANSIBLE_PRIVATE_KEY_FILE,
@@ -27,6 +28,8 @@ from rackform.model.site import Site
 from rackform.secrets import ENV_BMC_VAULT
 
 KEY_ENV = "ANSIBLE_PRIVATE_KEY_FILE"
+VAULT_STAGES = frozenset({"provision", "kubernetes"})
+"""The stages whose playbooks read the site vault (vars_files): BMC passwords, encryption keys."""
 
 
 class StageEnvironmentError(Exception):
@@ -50,7 +53,7 @@ def stage_environment(site: Site, stages: set[str], *, private_key: Path | None 
     environ = {**os.environ, **given}
     env = StageEnvironment(envvars=given)
     _connection(site.name, private_key, environ, env)
-    if "provision" in stages and not environ.get(ENV_BMC_VAULT):
+    if stages & VAULT_STAGES and not environ.get(ENV_BMC_VAULT):
         _vault(site, environ, env)
     for note in env.notes if say else ():
         say(note)
@@ -72,8 +75,8 @@ def _connection(site_name: str, private_key: Path | None, environ: Mapping[str, 
 
 
 def open_vault(site: Site, environ: Mapping[str, str]):
-    """The site's BMC vault (`rackform.secrets.SiteVault`), made on first use."""
-    from rackform.secrets import SecretsError, ensure_site_vault  # only runs that provision need it
+    """The site's vault (`rackform.secrets.SiteVault`), made on first use."""
+    from rackform.secrets import SecretsError, ensure_site_vault  # only runs that provision or bootstrap need it
 
     try:
         return ensure_site_vault(site, environ=dict(environ))
@@ -83,5 +86,5 @@ def open_vault(site: Site, environ: Mapping[str, str]):
 
 def _vault(site: Site, environ: Mapping[str, str], env: StageEnvironment) -> None:
     vault = open_vault(site, environ)
-    env.notes.append(f"{site.name}: BMC credentials from the site vault {vault.vault_file}")
+    env.notes.append(f"{site.name}: BMC credentials and encryption keys from the site vault {vault.vault_file}")
     env.envvars.update(vault.runner_envvars())

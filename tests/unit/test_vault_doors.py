@@ -47,7 +47,8 @@ def made_by_the_stack(site) -> dict:
 
 def secrets_command(site_root: Path, capsys) -> tuple[int, str]:
     code = secrets_cli.run(argparse.Namespace(site="lab", root=site_root, rotate=None, rotate_all=False,
-                                              forget_previous=None))
+                                              forget_previous=None, rotate_encryption_key=False,
+                                              forget_old_encryption_keys=False))
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
