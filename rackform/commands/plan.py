@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"rackform plan: {error}", file=sys.stderr)
         return 2
+    from rackform.run.plan import plan_sites
+
     plans, bad = [], 0
     for plan, problems in plan_sites(names, args.root, keep_render=args.diff):
         for line in problems:
@@ -62,46 +64,6 @@ def run(args: argparse.Namespace) -> int:
                 print("\n".join(file_diffs(plan, [stage for stage in plan.stages if stage.runs])))
         print(summary_line(plans))
     return 2 if bad else 0
-
-
-def plan_sites(names: list[str], root: Path, *, keep_render: bool = False):
-    """(plan or None, error lines) per site, in order; sites are planned on every core
-    (each is independent: load, check, render in memory, compare)."""
-    if len(names) < 2:
-        return [_plan_one(name, root, keep_render) for name in names]
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    from rackform.checks.runner import check_modules
-    from rackform.render import digest, project  # noqa: F401
-    from rackform.run import plan  # noqa: F401
-
-    # Imported once here, before the workers fork, rather than by each worker: the check
-    # families, render and the digest cost about 0.2 s CPU to import, per process.
-    check_modules()
-    workers = min(len(names), os.cpu_count() or 1)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_plan_one, names, [root] * len(names), [keep_render] * len(names),
-                             chunksize=max(1, len(names) // (workers * 4))))
-
-
-def _plan_one(name: str, root: Path, keep_render: bool):
-    from rackform.model.source import BadInput
-    from rackform.pipeline import DesignRejected
-    from rackform.run.applied import AppliedStateError
-    from rackform.run.plan import plan_site
-
-    try:
-        plan = plan_site(name, root)
-    except (BadInput, DesignRejected) as error:
-        lines = [str(line) for line in getattr(error, "errors", None) or getattr(error, "findings", [])]
-        return None, [*lines, f"rackform plan: {name}: the design has errors; no plan"]
-    except AppliedStateError as error:
-        return None, [f"rackform plan: {error}"]
-    if not keep_render:
-        plan.rendered = {}  # megabytes per site, needed only for --diff
-    return plan, []
 
 
 def plan_lines(plan) -> list[str]:
