@@ -21,6 +21,8 @@ from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_va
 from rackform.k8s.platform import PlatformDesign, Tenant
 from rackform.k8s.queues import gpu_ceiling, kueue_configuration, queue_manifests, site_gpus
 from rackform.k8s.rdma import fabric_interfaces, rdma_attachments
+from rackform.k8s.tenant_admission import PRIORITY_CLASSES_ANNOTATION, tenant_admission
+from rackform.k8s.tenant_compute import compute_manifests
 from rackform.model.versions import Matrix
 from rackform.model.site import Site
 
@@ -122,7 +124,10 @@ TENANT_WORKLOADS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the old claim's uid, and the claim the next apply makes Pending. RBAC cannot tell them
     # apart by label, so an admission policy refuses that delete (rackform.k8s.data_sets
     # claim_protection).
-    ("", ("pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward", "services", "endpoints",
+    # Services: ClusterIP only, which an admission policy holds (rackform.k8s.tenant_admission).
+    # No Endpoints or EndpointSlices: written by hand, they send a service's traffic to any
+    # address (CVE-2021-25740); the control plane derives them from the services' selectors.
+    ("", ("pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward", "services",
           "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts")),
     ("apps", ("deployments", "statefulsets", "replicasets")),
     ("batch", ("jobs", "cronjobs")),
@@ -131,13 +136,15 @@ TENANT_WORKLOADS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """What a tenant admin runs and changes in its namespace. No daemonsets: nodes are shared."""
 TENANT_READ_ONLY: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("", ("events", "resourcequotas", "limitranges")),
+    ("", ("events", "resourcequotas", "limitranges", "endpoints")),
+    ("discovery.k8s.io", ("endpointslices",)),
     ("networking.k8s.io", ("networkpolicies",)),
     ("rbac.authorization.k8s.io", ("roles", "rolebindings")),
     ("kueue.x-k8s.io", ("localqueues", "workloads")),
     ("k8s.cni.cncf.io", ("network-attachment-definitions",)),
 )
-"""What a tenant admin may see but not change: its quota, limits, policies, its own bindings, its queue."""
+"""What a tenant admin may see but not change: its quotas, limits, policies, its own bindings, its queue,
+its services' endpoints."""
 
 
 def tenant_role_rules() -> list[dict[str, Any]]:
@@ -157,14 +164,18 @@ def tenant_namespace(tenant: Tenant) -> Manifest:
     manifest = namespace(tenant.name, labels)
     if tenant.pod_security_reason:
         manifest["metadata"]["annotations"][POD_SECURITY_REASON] = tenant.pod_security_reason
+    # Always present, empty for none: the priority-class policy reads it (rackform.k8s.tenant_admission).
+    manifest["metadata"]["annotations"][PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.priority_classes)
     return manifest
 
 
-def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None, total_gpus: int | None = None) -> list[Manifest]:
-    """A tenant's namespace, GPU quota, admin Role + RoleBinding, network policies and its
-    copies of the RDMA attachments (`attachments`, built for its namespace).
+def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None, total_gpus: int | None = None,
+                     compute: list[Manifest] | None = None) -> list[Manifest]:
+    """A tenant's namespace, GPU quota, its `compute` quota and container defaults
+    (rackform.k8s.tenant_compute), admin Role + RoleBinding, network policies and its copies
+    of the RDMA attachments (`attachments`, built for its namespace).
 
-    The quota is the tenant's ceiling: its guarantee plus what it may borrow (its Kueue
+    The GPU quota is the tenant's ceiling: its guarantee plus what it may borrow (its Kueue
     queue admits up to that; rackform.k8s.queues), within the site's `total_gpus`.
     """
     ns = tenant.name
@@ -174,6 +185,7 @@ def tenant_manifests(tenant: Tenant, attachments: list[Manifest] | None = None, 
         tenant_namespace(tenant),
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("gpu-quota", ns),
          "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(ceiling)}}},
+        *(compute or []),
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, ns),
          "rules": tenant_role_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, ns),
@@ -394,18 +406,22 @@ def platform_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> li
     names = {tenant.name for tenant in design.tenants}
     # Each tenant's data sets after its namespace: a volume, then the claim in the namespace.
     tenants = [manifest for tenant in design.tenants
-               for manifest in (*tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus),
+               for manifest in (*tenant_manifests(tenant, tenant_attachments(site, design, tenant, matrix), total_gpus,
+                                                  compute_manifests(site, design, tenant)),
                                 *tenant_data_set_manifests(site, tenant.name, names))]
     monitoring = [gpu_dashboard(matrix.components["kube_prometheus_stack"].namespace)] \
         if "kube_prometheus_stack" in installed else []
     gpu_namespace = matrix.components["gpu_operator"].namespace
     sharing = [*sharing_manifests(design.gpu_sharing, gpu_namespace), dcgm_metrics(gpu_namespace)] \
         if "gpu_operator" in installed else []
-    # Cluster-scoped, so in a file of its own before the tenants' files. Within the one apply,
-    # kustomize's kind order still puts the claims first: the first apply leaves them unprotected
-    # for the seconds until the API server has loaded the policy.
+    # Cluster-scoped, so in a file of their own before the tenants' files. Within the one apply,
+    # kustomize's kind order still puts the claims and pods' namespaces first: the first apply
+    # leaves them unguarded for the seconds until the API server has loaded the policies (and a
+    # queued job, until Kueue's webhook, installed after, suspends it).
     protection = claim_protection(site, names)
-    return [*component_namespaces, *storage_classes(design), *protection, *monitoring, *sharing, *tenants]
+    admission = tenant_admission("kueue" in installed, matrix.components["training_operator"].namespace,
+                                 matrix.components["kueue"].namespace) if design.tenants else []
+    return [*component_namespaces, *storage_classes(design), *protection, *admission, *monitoring, *sharing, *tenants]
 
 
 def after_release_manifests(site: Site, design: PlatformDesign, matrix: Matrix) -> list[Manifest]:

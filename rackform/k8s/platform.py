@@ -13,6 +13,10 @@ The site schema has no tenants or platform choices, so they live in their own fi
           borrow: 8                     # GPUs over the guarantee it may borrow while others idle (default: any)
           admins: [alice]
           pod_security: {level: baseline, reason: "..."}   # an exception to `restricted`, with why
+          cpu_cores: 140                # its pods' CPU requests at most (default: its share of the GPU servers)
+          memory_gb: 2560               # its pods' memory requests at most, GB (default: as cpu_cores)
+          pods: 137                     # its pods at most (default: as cpu_cores)
+          priority_classes: [batch-high]  # PriorityClasses its pods may name (default: none)
       storage_classes:                  # for a provisioner (CSI driver) the site installs; default none
         - name: nvme-fast
           provisioner: csi.example.com  # the driver's name, as its CSIDriver object has it
@@ -38,7 +42,18 @@ from rackform.model.source import LineDict, LineList, Loc, SourceError, display_
 NETWORK_MODES = ("rdma_shared", "sriov")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 KNOWN_KEYS = {"network", "versions", "helm_repositories", "releases", "tenants", "gpu_sharing", "storage_classes"}
-TENANT_KEYS = {"name", "gpus", "borrow", "admins", "pod_security"}
+TENANT_KEYS = {"name", "gpus", "borrow", "admins", "pod_security", "cpu_cores", "memory_gb", "pods", "priority_classes"}
+TENANT_COUNTS = {
+    "cpu_cores": "a whole number of CPU cores",
+    "memory_gb": "a whole number of GB of memory",
+    "pods": "a whole number of pods",
+}
+"""The tenant keys that bound its namespace's compute (rackform.k8s.tenant_compute) -> what each is."""
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A PriorityClass's name (a DNS subdomain: lower case, 253 characters at most)."""
+SYSTEM_PRIORITY_PREFIX = "system-"
+"""Kubernetes reserves PriorityClass names starting so for its own critical pods
+(system-cluster-critical, system-node-critical), which preempt anything else on a node."""
 REMOVED_KEYS = {
     "nfs_export": "removed: it fed a `models-nfs-*` StorageClass for csi-driver-nfs, which rackform never installed; "
                   "serve the folder as a data set (`data_sets:` in the site file: a volume and a claim in the tenant's "
@@ -71,6 +86,14 @@ class Tenant:
     """The Pod Security Standards level enforced in its namespace."""
     pod_security_reason: str | None = None
     """Why the design loosened `pod_security` (required for anything but restricted)."""
+    cpu_cores: int | None = None
+    """CPU its pods may request in all; None: its share of the GPU servers (rackform.k8s.tenant_compute)."""
+    memory_gb: int | None = None
+    """Memory its pods may request in all, GB; None: its share, as cpu_cores."""
+    pods: int | None = None
+    """Pods it may have at once; None: its share, as cpu_cores."""
+    priority_classes: tuple[str, ...] = ()
+    """The PriorityClasses its pods may name; a pod naming any other is refused (rackform.k8s.tenant_admission)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +273,41 @@ def _tenant(tenants: LineList, index: int) -> Tenant:
     if not isinstance(admins, list):
         raise SourceError(loc, f"{key}.admins", "expected a list of user names")
     level, reason = _pod_security(entry, key)
-    return Tenant(name, gpus, tuple(str(a) for a in admins), loc, borrow, level, reason)
+    counts = {field_name: _count(entry, key, field_name) for field_name in TENANT_COUNTS}
+    return Tenant(name, gpus, tuple(str(a) for a in admins), loc, borrow, level, reason,
+                  priority_classes=_priority_classes(entry, key), **counts)
+
+
+def _count(entry: LineDict, key: str, field_name: str) -> int | None:
+    """A compute bound of the tenant (cpu_cores, memory_gb, pods): a whole number, 1 or more; None when absent."""
+    if field_name not in entry:
+        return None
+    value = entry[field_name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SourceError(entry.key_loc(field_name), f"{key}.{field_name}",
+                          f"{value!r}: expected {TENANT_COUNTS[field_name]}, 1 or more (leave it out for the "
+                          f"tenant's share of the GPU servers)")
+    return value
+
+
+def _priority_classes(entry: LineDict, key: str) -> tuple[str, ...]:
+    """The PriorityClasses the tenant's pods may name: names, none of the system's own."""
+    if "priority_classes" not in entry:
+        return ()
+    names, loc = entry["priority_classes"], entry.key_loc("priority_classes")
+    if not isinstance(names, LineList):
+        raise SourceError(loc, f"{key}.priority_classes", "expected a list of PriorityClass names, e.g. [batch-high]")
+    for index, name in enumerate(names):
+        where = names.item_loc(index)
+        if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
+            raise SourceError(where, f"{key}.priority_classes[{index}]",
+                              f"{name!r} is not a PriorityClass name (lower-case DNS subdomain)")
+        if name.startswith(SYSTEM_PRIORITY_PREFIX):
+            raise SourceError(where, f"{key}.priority_classes[{index}]",
+                              f"'{name}': names starting with `{SYSTEM_PRIORITY_PREFIX}` are the cluster's own "
+                              f"critical classes, whose pods preempt any other tenant's on a node; name a class "
+                              f"the site defines for tenants")
+    return tuple(names)
 
 
 def _pod_security(entry: LineDict, key: str) -> tuple[str, str | None]:

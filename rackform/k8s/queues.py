@@ -1,20 +1,28 @@
 """GPU quotas and fair share: the tenants' Kueue queues (the Run:AI seed's GPU pools).
 
     ResourceFlavor gpu                 the site's GPUs (one flavor: every GPU block)
-    ClusterQueue <tenant>              nominalQuota: the tenant's guaranteed GPUs; borrowingLimit: its `borrow`
+    ClusterQueue <tenant>              nominalQuota: the tenant's guaranteed GPUs; borrowingLimit: its `borrow`,
+                                       at most (and by default) every GPU it is not guaranteed
     ClusterQueue <cohort>-idle         the GPUs no tenant is guaranteed: anyone may borrow them, nobody owns them
     LocalQueue <tenant>/gpu            where the tenant's jobs go (label kueue.x-k8s.io/queue-name: gpu)
 
 Every ClusterQueue is in one cohort, so a tenant borrows what the others leave idle.
 When the owner comes back, Kueue reclaims its quota by preempting the borrowers'
 workloads (`reclaimWithinCohort: Any`); inside one queue a higher priority preempts a
-lower one. Kueue counts GPUs only: every other resource is excluded in its
+lower one.
+
+The borrowing ceiling. A tenant without `borrow` may borrow every GPU it is not guaranteed:
+the idle pool's and the other tenants' guarantees. That ceiling keeps every guarantee because
+each borrowed GPU comes back on demand: the idle pool's belong to nobody, and another tenant's
+are reclaimed by preemption (RECLAIM_WITHIN_COHORT) the moment that tenant queues work within
+its guarantee. It holds only while Kueue sees every GPU pod: a pod that bypassed the queue
+would hold its GPUs without Kueue counting them, and nothing would take them back. So the
+tenant namespaces admit GPU pods only from queued Jobs (rackform.k8s.tenant_admission). Kueue counts GPUs only: every other resource is excluded in its
 configuration (`KUEUE_EXCLUDED_PREFIXES`), so a job's CPU and memory requests never make
 it inadmissible (a queue must cover every resource a workload requests otherwise).
 
-The ResourceQuota of a tenant's namespace (rackform.k8s.manifests) is the hard ceiling
-beside this: guarantee plus borrowing limit, so a pod that bypasses the queue still
-cannot hold more.
+The ResourceQuota of a tenant's namespace (rackform.k8s.manifests) is the same ceiling
+(guarantee plus borrowing limit) enforced by the API server, a second lock behind the queue.
 
 Field names: sigs.k8s.io/kueue v0.17.0 apis/kueue/v1beta2 (clusterqueue_types.go,
 localqueue_types.go, resourceflavor_types.go), read from the pinned module.
@@ -35,6 +43,9 @@ LOCAL_QUEUE = "gpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COHORT = "gpus"
 IDLE_QUEUE = f"{COHORT}-idle"
+RECLAIM_WITHIN_COHORT = "Any"
+"""A queue with pending work within its guarantee preempts any workload of the cohort borrowing
+from it, whatever its priority: what makes lending a guarantee safe (borrowing_limit)."""
 KUEUE_EXCLUDED_PREFIXES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "rdma/", "pods")
 """Resources Kueue does not count (Configuration resources.excludeResourcePrefixes)."""
 MANAGED = {"app.kubernetes.io/managed-by": "rackform"}
@@ -48,10 +59,17 @@ def site_gpus(site: Site) -> int:
                if host.block.node is not None and host.block.node.gpus is not None)
 
 
+def borrowing_limit(tenant: Tenant, total_gpus: int) -> int:
+    """The most GPUs the tenant may borrow: its `borrow`, at most (and by default) every GPU it is
+    not guaranteed. Lending the others' guarantees is safe only because the cohort reclaims them
+    by preemption (RECLAIM_WITHIN_COHORT); without that the ceiling would have to stop at the idle pool."""
+    lendable = max(0, total_gpus - tenant.gpus)
+    return lendable if tenant.borrow is None else min(tenant.borrow, lendable)
+
+
 def gpu_ceiling(tenant: Tenant, total_gpus: int) -> int:
     """The most GPUs the tenant may ever hold: its guarantee plus what it may borrow, within the site."""
-    borrow = total_gpus if tenant.borrow is None else tenant.borrow
-    return max(tenant.gpus, min(total_gpus, tenant.gpus + borrow))
+    return tenant.gpus + borrowing_limit(tenant, total_gpus)
 
 
 def idle_gpus(site: Site, design: PlatformDesign) -> int:
@@ -78,7 +96,7 @@ def cluster_queue(name: str, nominal: int, borrowing_limit: int | None, namespac
         "cohortName": COHORT,
         "resourceGroups": [_gpu_quota(nominal, borrowing_limit)],
         "queueingStrategy": "BestEffortFIFO",
-        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+        "preemption": {"reclaimWithinCohort": RECLAIM_WITHIN_COHORT, "withinClusterQueue": "LowerPriority",
                        "borrowWithinCohort": {"policy": "Never"}},
     }
     if namespace is not None:
@@ -87,9 +105,9 @@ def cluster_queue(name: str, nominal: int, borrowing_limit: int | None, namespac
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(name), "spec": spec}
 
 
-def tenant_queues(tenant: Tenant) -> list[Manifest]:
+def tenant_queues(tenant: Tenant, total_gpus: int) -> list[Manifest]:
     return [
-        cluster_queue(tenant.name, tenant.gpus, tenant.borrow, tenant.name),
+        cluster_queue(tenant.name, tenant.gpus, borrowing_limit(tenant, total_gpus), tenant.name),
         {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": _meta(LOCAL_QUEUE, tenant.name),
          "spec": {"clusterQueue": tenant.name}},
     ]
@@ -103,7 +121,8 @@ def queue_manifests(site: Site, design: PlatformDesign) -> list[Manifest]:
     idle = idle_gpus(site, design)
     # The idle pool lends what nobody is guaranteed and borrows nothing itself; no LocalQueue names it.
     pool = [cluster_queue(IDLE_QUEUE, idle, 0, None)] if idle else []
-    return [flavor, *pool, *(manifest for tenant in design.tenants for manifest in tenant_queues(tenant))]
+    total = site_gpus(site)
+    return [flavor, *pool, *(manifest for tenant in design.tenants for manifest in tenant_queues(tenant, total))]
 
 
 def kueue_configuration() -> str:

@@ -3,10 +3,12 @@
     platform/manifests/kustomization.yaml     resources, in apply order (kubectl apply -k, Argo CD, Flux)
     platform/manifests/namespaces.yaml        the operators' namespaces
     platform/manifests/storage-classes.yaml   the classes the platform design names (storage_classes:), if any
-    platform/manifests/admission-policies.yaml  with data sets: the policy keeping their claims the platform's
+    platform/manifests/admission-policies.yaml  with tenants: their admission policies (GPUs through the queue,
+                                              ClusterIP services, their priority classes); with data sets: the
+                                              policy keeping their claims the platform's
     platform/manifests/dashboards.yaml        Grafana dashboards (ConfigMaps the sidecar picks up)
-    platform/manifests/tenant-<name>.yaml     namespace, GPU quota, admin RBAC, default deny, RDMA attachments,
-                                              each of its data sets' PersistentVolume and claim
+    platform/manifests/tenant-<name>.yaml     namespace, GPU and compute quotas, container defaults, admin RBAC,
+                                              default deny, RDMA attachments, each of its data sets' volume and claim
     platform/after-releases/kustomization.yaml  objects of the releases' own kinds (Kueue queues), applied last
     platform/after-releases/queues.yaml       the GPU flavor, each tenant's ClusterQueue and LocalQueue, the idle pool
     platform/helm/releases.yaml               release names in install order
@@ -50,7 +52,8 @@ VALUES_FILE = "values.yaml"
 _TITLES = {
     "namespaces.yaml": "the platform components' namespaces",
     "storage-classes.yaml": "storage classes for the provisioners the platform design names",
-    "admission-policies.yaml": "admission policies: the data sets' claims belong to the platform",
+    "admission-policies.yaml": "admission policies: what tenants may ask for, and the data sets' claims belong to "
+                               "the platform",
     "dashboards.yaml": "Grafana dashboards (kube-prometheus-stack's sidecar loads them by label)",
     "prometheusrules.yaml": "alert rules: GPU health (DCGM) and nodes (kube-prometheus-stack loads them by label)",
     "queues.yaml": "GPU queues (Kueue): the GPU flavor, each tenant's guaranteed quota and the idle pool, one cohort",
@@ -95,8 +98,8 @@ def manifest_file(manifest: Manifest, tenants: set[str]) -> str:
 
 def _title(file_name: str) -> str:
     if file_name.startswith("tenant-"):
-        return (f"tenant {file_name.removeprefix('tenant-').removesuffix('.yaml')}: namespace, GPU quota, "
-                "admin RBAC, default-deny policy, RDMA attachments, data sets (volume and claim)")
+        return (f"tenant {file_name.removeprefix('tenant-').removesuffix('.yaml')}: namespace, quotas, "
+                "container defaults, admin RBAC, default deny, RDMA attachments, data sets (volume and claim)")
     return _TITLES.get(file_name, file_name.removesuffix(".yaml"))
 
 

@@ -164,9 +164,15 @@ def test_the_shipped_lab_data_sets_are_rendered_in_the_tenant_file():
 ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
+def claim_policies(manifests: list[dict]) -> list[dict]:
+    """The claims' policy and binding (the tenants' own policies, rackform.k8s.tenant_admission, are
+    beside them: tests/unit/test_tenant_hardening.py)."""
+    return [m for m in manifests if m["kind"] in ADMISSION_KINDS and m["metadata"]["name"] == CLAIM_PROTECTION]
+
+
 def protection(manifests: list[dict]) -> tuple[dict, dict]:
-    (policy,) = of_kind(manifests, "ValidatingAdmissionPolicy").values()
-    (binding,) = of_kind(manifests, "ValidatingAdmissionPolicyBinding").values()
+    policy, binding = claim_policies(manifests)
+    assert (policy["kind"], binding["kind"]) == ADMISSION_KINDS
     return policy, binding
 
 
@@ -181,9 +187,9 @@ def test_one_policy_denies_for_every_data_set_claim_of_the_site():
 def test_a_site_without_data_sets_gets_no_policy():
     """It applies what it did before data sets; the policy comes with the first claim."""
     _site, manifests = lab_with()
-    assert [m for m in manifests if m["kind"] in ADMISSION_KINDS] == []
+    assert claim_policies(manifests) == []
     _site, manifests = lab_with(data_set("orphan", tenant="nobody"))  # no claim rendered: no policy either
-    assert [m for m in manifests if m["kind"] in ADMISSION_KINDS] == []
+    assert claim_policies(manifests) == []
 
 
 def test_the_policy_selects_the_claims_the_platform_renders_and_only_update_and_delete():
@@ -227,7 +233,7 @@ def test_deleting_is_refused_with_the_data_set_s_name_and_the_label_may_not_go()
 
 def test_the_policy_and_binding_validate_strictly():
     site, manifests = lab_with(data_set("imagenet"))
-    found = [m for m in manifests if m["kind"] in ADMISSION_KINDS]
+    found = claim_policies(manifests)
     assert len(found) == 2
     assert [p for m in found for p in problems(m, site.kubernetes.version)] == []
 
@@ -240,8 +246,8 @@ def test_the_policy_has_its_own_file_before_the_tenants_in_render_and_gitops():
         resources = kustomization["resources"]
         assert resources.index("admission-policies.yaml") < min(
             resources.index(name) for name in resources if name.startswith("tenant-"))
-        kinds = [obj["kind"] for obj in yaml.safe_load_all(files[f"{folder}/admission-policies.yaml"]) if obj]
-        assert kinds == list(ADMISSION_KINDS)
+        found = [obj for obj in yaml.safe_load_all(files[f"{folder}/admission-policies.yaml"]) if obj]
+        assert [obj["kind"] for obj in found if obj["metadata"]["name"] == CLAIM_PROTECTION] == list(ADMISSION_KINDS)
 
 
 # ---------------------------------------------------------------- the storage network

@@ -197,7 +197,8 @@ def test_a_site_without_platform_file_gets_defaults_and_no_tenants():
 def test_tenant_quota_is_the_guarantee_plus_what_it_may_borrow():
     """16 GPUs in the lab: research (8, borrows any) may hold all 16, inference (4, borrows none) 4."""
     _version, manifests = manifests_of("lab")
-    quotas = {m["metadata"]["namespace"]: m["spec"]["hard"] for m in manifests if m["kind"] == "ResourceQuota"}
+    quotas = {m["metadata"]["namespace"]: m["spec"]["hard"] for m in manifests
+              if m["kind"] == "ResourceQuota" and m["metadata"]["name"] == "gpu-quota"}
     assert quotas == {"research": {"requests.nvidia.com/gpu": "16"}, "inference": {"requests.nvidia.com/gpu": "4"}}
 
 
@@ -270,6 +271,14 @@ def test_rdma_shared_plugin_exposes_the_gpu_fabric_ports():
     ("gpus: 8,", "gpus: 8, quota: 9,", "platform.tenants[0].quota"),
     ("gpus: 8,", "gpus: 8, pod_security: {level: privileged},", "platform.tenants[0].pod_security.reason"),
     ("gpus: 8,", "gpus: 8, pod_security: {level: root, reason: x},", "platform.tenants[0].pod_security.level"),
+    ("gpus: 8,", "gpus: 8, cpu_cores: 0,", "platform.tenants[0].cpu_cores"),
+    ("gpus: 8,", "gpus: 8, cpu_cores: 2.5,", "platform.tenants[0].cpu_cores"),
+    ("gpus: 8,", "gpus: 8, memory_gb: 64Gi,", "platform.tenants[0].memory_gb"),
+    ("gpus: 8,", "gpus: 8, pods: -1,", "platform.tenants[0].pods"),
+    ("gpus: 8,", "gpus: 8, pods: true,", "platform.tenants[0].pods"),
+    ("gpus: 8,", "gpus: 8, priority_classes: batch-high,", "platform.tenants[0].priority_classes"),
+    ("gpus: 8,", "gpus: 8, priority_classes: [Batch_High],", "platform.tenants[0].priority_classes[0]"),
+    ("gpus: 8,", "gpus: 8, priority_classes: [batch, system-node-critical],", "platform.tenants[0].priority_classes[1]"),
     ("releases: [kueue]", "releases: kueue", "platform.releases"),
     ("tenants:", "tenant:", "platform.tenant"),
     ("versions: {}", "versions: {}\n  helm_repositories: {nvidia: oci://mirror/nvidia}", "platform.helm_repositories.nvidia"),
