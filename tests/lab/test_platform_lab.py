@@ -11,9 +11,17 @@ Lab only, named as such: the GPU nodes advertise the 8 GPUs their block has
 
 What is checked, against the API server:
 - a tenant admin (impersonated) may run workloads but neither `auth can-i` nor a real
-  attempt lets it delete or edit its ResourceQuota, or bind itself a role;
+  attempt lets it delete or edit its ResourceQuotas or LimitRange, or bind itself a role;
 - a privileged pod in a tenant namespace is refused at admission (Pod Security `restricted`);
-- a pod over the tenant's GPU quota is refused; one within it runs on a GPU node;
+- tenants that hold (issue 27; rackform.k8s.tenant_admission, tenant_compute), each by the
+  attempt as the tenant admin: a bare GPU pod is refused by the GPU policy, a Job in the
+  tenant's queue runs its GPU pod on a GPU node; a Job asking for GPUs without the queue label is
+  refused; resuming a queued (held) job is refused; a NodePort, a LoadBalancer and a ClusterIP
+  service with externalIPs are refused, a plain ClusterIP service is not; Endpoints and
+  EndpointSlices can be neither created nor patched; a pod over the CPU or the memory of
+  `compute-quota` is refused; a pod without resources gets the LimitRange's requests; a pod
+  naming system-node-critical is refused; a pod the job controller makes for more GPUs than
+  `gpu-quota` is refused by that quota (the API server's lock behind the queue);
 - tenant research's pod reaches its own namespace's pods and the cluster DNS, not inference's;
 - fair share: research borrows inference's idle GPUs; when inference submits, Kueue preempts
   research's borrowing job and inference's runs within its guarantee;
@@ -36,6 +44,8 @@ import pytest
 
 from rackform import cli
 from rackform.k8s.data_sets import CLAIM_PROTECTION, DATA_SET_LABEL, volume_name
+from rackform.k8s.tenant_admission import GPU_POLICY, JOB_CONTROLLER, PRIORITY_POLICY, SERVICE_POLICY
+from rackform.k8s.tenant_compute import COMPUTE_QUOTA, LIMIT_RANGE
 from rackform.lab import gpus
 from rackform.model.loader import load_site
 from clusterlab import MIRROR_REGISTRY, REPO_ROOT, SITE, WORKERS, Kubectl, lab_kubectl, wait_for
@@ -136,22 +146,188 @@ def test_a_privileged_pod_is_refused_at_admission(platform):
     assert platform("-n", "inference", "get", "pod", "privileged", check=False).returncode != 0
 
 
-# ---------------------------------------------------------------- GPU quota and placement
+# ---------------------------------------------------------------- GPUs only through the queue
 
 
-def test_a_pod_over_the_tenant_gpu_quota_is_refused(platform):
-    refused = create(platform, "inference", pod("too-many-gpus", gpus_wanted=5), check=False)
-    assert refused.returncode != 0 and "exceeded quota: gpu-quota" in refused.stderr
+POLICY_LOADED_TIMEOUT_S = 60
+"""The API server compiles a new ValidatingAdmissionPolicy from its informer: seconds after the apply."""
 
 
-def test_a_pod_within_the_quota_runs_on_a_gpu_node(platform):
-    create(platform, "inference", pod("four-gpus", gpus_wanted=4))
+def error_text(result) -> str:
+    return " ".join(result.stderr.split())
+
+
+def refused_by_policy(result, policy: str) -> bool:
+    """Refused at admission by that ValidatingAdmissionPolicy (not by RBAC or a quota)."""
+    return result.returncode != 0 and f"ValidatingAdmissionPolicy '{policy}'" in error_text(result)
+
+
+def attempt(platform, namespace: str, manifest: dict, policy: str, user: str | None = None):
+    """The tenant admin's create, once a server-side dry run of it is refused by `policy`: never
+    the real attempt before the policy is loaded, which would make the object. The real attempt's result."""
+    wait_for(f"{policy} refusing {manifest['kind']} {manifest['metadata']['name']} in {namespace}",
+             lambda: refused_by_policy(platform("-n", namespace, "create", "--dry-run=server", "-f", "-",
+                                                stdin=json.dumps(manifest), check=False,
+                                                user=user or ADMIN[namespace]), policy),
+             POLICY_LOADED_TIMEOUT_S)
+    return create(platform, namespace, manifest, check=False, user=user)
+
+
+def test_a_bare_gpu_pod_is_refused(platform):
+    refused = attempt(platform, "inference", pod("bare-gpus", gpus_wanted=4), GPU_POLICY)
+    assert refused_by_policy(refused, GPU_POLICY), refused.stderr
+    assert "runs here only as part of a job Kueue admitted" in error_text(refused)
+    assert platform("-n", "inference", "get", "pod", "bare-gpus", check=False).returncode != 0
+
+
+def test_a_job_in_the_tenant_queue_runs_its_gpu_pod_on_a_gpu_node(platform):
+    create(platform, "inference", job("queued-four", "gpu", pods=1, gpus_each=4))
     try:
-        platform("-n", "inference", "wait", "--for=condition=Ready", "pod/four-gpus", "--timeout=120s", timeout_s=130)
-        placed = platform.json("-n", "inference", "get", "pod", "four-gpus")
+        wait_for("inference's queued job running", lambda: len(running_pods(platform, "inference", "queued-four")) == 1,
+                 ADMISSION_TIMEOUT_S)
+        (placed,) = running_pods(platform, "inference", "queued-four")
         assert placed["spec"]["nodeName"] in WORKERS
+        assert condition(workload(platform, "inference", "queued-four"), "Admitted") is not None
     finally:
-        platform("-n", "inference", "delete", "pod", "four-gpus", "--wait=true", check=False, timeout_s=120)
+        platform("-n", "inference", "delete", "job", "queued-four", "--cascade=foreground", "--wait=true",
+                 check=False, timeout_s=120)
+
+
+def test_a_job_asking_for_gpus_without_the_queue_is_refused(platform):
+    manifest = job("no-queue", "gpu", pods=1, gpus_each=1)
+    del manifest["metadata"]["labels"]
+    refused = attempt(platform, "inference", manifest, GPU_POLICY)
+    assert refused_by_policy(refused, GPU_POLICY), refused.stderr
+    assert "the Job asks for GPUs but names no queue: label it kueue.x-k8s.io/queue-name: gpu" in error_text(refused)
+    assert platform("-n", "inference", "get", "job", "no-queue", check=False).returncode != 0
+
+
+def test_resuming_a_held_job_is_refused_only_kueue_starts_it(platform):
+    """5 GPUs in inference (ceiling 4): Kueue holds the job suspended, never admits it."""
+    create(platform, "inference", job("held", "gpu", pods=1, gpus_each=5))
+    try:
+        wait_for("Kueue's workload for the held job", lambda: workload(platform, "inference", "held") is not None,
+                 ADMISSION_TIMEOUT_S)
+        resume = ["-n", "inference", "patch", "job", "held", "--type=merge", "-p", json.dumps({"spec": {"suspend": False}})]
+        wait_for(f"{GPU_POLICY} refusing the resume", lambda: refused_by_policy(
+            platform(*resume, "--dry-run=server", check=False, user=ADMIN["inference"]), GPU_POLICY),
+            POLICY_LOADED_TIMEOUT_S)
+        resumed = platform(*resume, check=False, user=ADMIN["inference"])
+        assert refused_by_policy(resumed, GPU_POLICY), resumed.stderr
+        assert "only Kueue starts a queued job" in error_text(resumed)
+        assert platform.json("-n", "inference", "get", "job", "held")["spec"]["suspend"] is True
+        assert running_pods(platform, "inference", "held") == []
+    finally:
+        platform("-n", "inference", "delete", "job", "held", "--wait=true", check=False, timeout_s=120)
+
+
+def test_a_pod_the_job_controller_makes_over_the_gpu_quota_is_refused_by_the_quota(platform):
+    """The API server's own lock behind the queue: the policy lets the job controller's pod of a
+    Job through, the quota still caps it (inference: 4)."""
+    manifest = pod("controller-five", gpus_wanted=5)
+    manifest["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "none",
+                                                "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]
+    refused = create(platform, "inference", manifest, check=False, user=JOB_CONTROLLER)
+    try:
+        assert refused.returncode != 0 and "exceeded quota: gpu-quota" in refused.stderr, refused.stderr
+    finally:
+        platform("-n", "inference", "delete", "pod", "controller-five", "--ignore-not-found", "--wait=false",
+                 check=False)
+
+
+# ---------------------------------------------------------------- services: not outward, not redirected
+
+
+def service(name: str, kind: str = "ClusterIP", **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": kind, "selector": {"app": name}, "ports": [{"port": 8080}], **spec}}
+
+
+@pytest.mark.parametrize(("name", "manifest"), [
+    ("node-port", service("node-port", "NodePort")),
+    ("load-balancer", service("load-balancer", "LoadBalancer")),
+    ("external-ips", service("external-ips", externalIPs=["10.10.0.200"])),
+])
+def test_a_service_that_opens_the_cluster_or_takes_others_traffic_is_refused(platform, name, manifest):
+    refused = attempt(platform, "research", manifest, SERVICE_POLICY)
+    assert refused_by_policy(refused, SERVICE_POLICY), refused.stderr
+    assert platform("-n", "research", "get", "service", name, check=False).returncode != 0
+
+
+def test_a_cluster_ip_service_stays_the_tenant_s(platform):
+    create(platform, "research", service("plain"))
+    deleted = platform("-n", "research", "delete", "service", "plain", check=False, user=ADMIN["research"])
+    assert deleted.returncode == 0, deleted.stderr
+
+
+def endpoint_slice(name: str) -> dict:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": name},
+            "addressType": "IPv4", "ports": [{"port": 6443}], "endpoints": [{"addresses": ["10.10.0.11"]}]}
+
+
+def test_endpoints_and_endpoint_slices_are_the_control_plane_s(platform):
+    for what in ("endpoints", "endpointslices.discovery.k8s.io"):
+        for verb in ("create", "patch", "delete"):
+            answer = platform("auth", "can-i", verb, what, "-n", "research", check=False, user=ADMIN["research"])
+            assert (what, verb, answer.stdout.strip()) == (what, verb, "no")
+    create(platform, "research", service("watched"), user=ADMIN["research"])
+    try:
+        made = {"Endpoints": {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hand-made"},
+                              "subsets": [{"addresses": [{"ip": "10.10.0.11"}], "ports": [{"port": 6443}]}]},
+                "EndpointSlice": endpoint_slice("hand-made")}
+        for kind, manifest in made.items():
+            refused = create(platform, "research", manifest, check=False)
+            assert (kind, refused.returncode != 0, "forbidden" in refused.stderr.lower()) == (kind, True, True)
+        patch = json.dumps({"metadata": {"labels": {"redirected": "yes"}}})
+        patched = platform("-n", "research", "patch", "endpoints", "watched", "--type=merge", "-p", patch,
+                           check=False, user=ADMIN["research"])
+        assert patched.returncode != 0 and "forbidden" in patched.stderr.lower(), patched.stderr
+    finally:
+        platform("-n", "research", "delete", "service", "watched", "--ignore-not-found", check=False)
+
+
+# ---------------------------------------------------------------- CPU, memory, pods, priority
+
+
+def test_a_pod_over_the_compute_quota_is_refused(platform):
+    hard = platform.json("-n", "inference", "get", "resourcequota", COMPUTE_QUOTA)["spec"]["hard"]
+    assert set(hard) == {"requests.cpu", "requests.memory", "pods"}
+    # more than any tenant's share of the lab's GPU servers (224 cores, 4096 GB in all)
+    for name, requests in (("too-much-cpu", {"cpu": "1000"}), ("too-much-memory", {"memory": "10000G"})):
+        manifest = pod(name)
+        manifest["spec"]["containers"][0]["resources"] = {"requests": requests}
+        refused = create(platform, "inference", manifest, check=False)
+        assert refused.returncode != 0 and f"exceeded quota: {COMPUTE_QUOTA}" in refused.stderr, refused.stderr
+
+
+def test_a_pod_without_resources_gets_the_limit_range_s_requests(platform):
+    create(platform, "inference", pod("defaults"))
+    try:
+        made = platform.json("-n", "inference", "get", "pod", "defaults")
+        assert made["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    finally:
+        platform("-n", "inference", "delete", "pod", "defaults", "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("what", [f"limitrange/{LIMIT_RANGE}", f"resourcequota/{COMPUTE_QUOTA}"])
+def test_a_tenant_admin_cannot_lift_its_limits(platform, what):
+    for verb in ("delete", "patch", "update"):
+        answer = platform("auth", "can-i", verb, what, "-n", "inference", check=False, user="carol")
+        assert (verb, answer.stdout.strip()) == (verb, "no")
+    deleted = platform("-n", "inference", "delete", what, check=False, user="carol")
+    patched = platform("-n", "inference", "patch", what, "--type=json", "-p",
+                       json.dumps([{"op": "remove", "path": "/spec"}]), check=False, user="carol")
+    for result in (deleted, patched):
+        assert result.returncode != 0 and "forbidden" in result.stderr.lower(), result.stderr
+    platform("-n", "inference", "get", what)
+
+
+def test_a_pod_naming_a_system_priority_class_is_refused(platform):
+    manifest = pod("critical")
+    manifest["spec"]["priorityClassName"] = "system-node-critical"
+    refused = attempt(platform, "inference", manifest, PRIORITY_POLICY)
+    assert refused_by_policy(refused, PRIORITY_POLICY), refused.stderr
+    assert "PriorityClass system-node-critical is not the tenant's: it may name none" in error_text(refused)
 
 
 # ---------------------------------------------------------------- network isolation
@@ -321,11 +497,11 @@ def helm_revisions(platform) -> list[str]:
 
 
 def test_a_second_platform_apply_changes_no_tenant_object_and_adds_no_helm_revision(platform):
-    before = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
+    before = platform.json("-n", "inference", "get", "resourcequota,limitrange,role,rolebinding,networkpolicy")
     revisions = helm_revisions(platform)
     code, said = deploy_platform()
     assert code == 0, said[-3000:]
-    after = platform.json("-n", "inference", "get", "resourcequota,role,rolebinding,networkpolicy")
+    after = platform.json("-n", "inference", "get", "resourcequota,limitrange,role,rolebinding,networkpolicy")
     versions = lambda listed: {(i["kind"], i["metadata"]["name"]): i["metadata"]["resourceVersion"]  # noqa: E731
                                for i in listed["items"]}
     assert versions(after) == versions(before)
@@ -520,10 +696,6 @@ def test_each_data_set_claim_is_bound_to_its_volume_in_the_tenant_namespace(plat
         assert {key: volume["spec"]["claimRef"][key] for key in ("namespace", "name", "uid")} == {
             "namespace": data_set.tenant, "name": data_set.name, "uid": claim["metadata"]["uid"]}
         assert volume["spec"]["nfs"]["path"] == f"/{data_set.name}"
-
-
-POLICY_LOADED_TIMEOUT_S = 60
-"""The API server compiles a new ValidatingAdmissionPolicy from its informer: seconds after the apply."""
 
 
 def refused_by_the_policy(said, data_set) -> bool:

@@ -47,15 +47,16 @@ def flat_tasks(files, role: str, name: str) -> list[dict]:
     return flat
 
 
-def test_kubernetes_stage_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
+def test_kubernetes_stage_refuses_first_then_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
     assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
-        ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
+        ("k8s_cluster", ["kubeadm"]), ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
         ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"]), ("kube_control_plane[0]", ["kubeadm"])]
 
 
 def test_kubeadm_plays_say_which_part_of_the_role_they_run(files):
-    assert [play["roles"][0].get("kubeadm_node_role") for play in plays(files, "kubernetes.yml")[2:]] == [
-        "control_plane", "worker", "ready"]
+    kubernetes = plays(files, "kubernetes.yml")
+    assert [play["roles"][0].get("kubeadm_node_role") for play in kubernetes[:1] + kubernetes[3:]] == [
+        "preflight", "control_plane", "worker", "ready"]
 
 
 @pytest.mark.parametrize(("key", "value"), [
@@ -155,19 +156,28 @@ def test_every_held_package_is_released_before_kubeadm_moves_and_held_again_afte
     assert names.index(unhold["name"]) < names.index("Install kubeadm at the target version") < names.index(hold["name"])
 
 
+PATCHES = "/etc/kubernetes/rackform/patches"
+
+
 @pytest.mark.parametrize(("cgroup_v1", "command"), [
-    (False, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3"]),
-    (True, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3", "--ignore-preflight-errors=SystemVerification"]),
+    (False, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3", "--patches", PATCHES]),
+    (True, ["kubeadm", "upgrade", "apply", "--yes", "v1.36.3", "--patches", PATCHES,
+            "--ignore-preflight-errors=SystemVerification"]),
 ])
 def test_upgrade_apply_ignores_the_cgroup_v1_preflight_only_on_cgroup_v1(files, cgroup_v1, command):
     steps = {task["name"]: task for task in flat_tasks(files, "kubeadm", "upgrade_node.yml")}
     apply = steps["Upgrade the cluster from the first control-plane node"]
-    cmd = ansible_value(apply["ansible.builtin.command"]["cmd"], kube_version="1.36.3", kubeadm_cgroup_v1=cgroup_v1)
+    cmd = ansible_value(apply["ansible.builtin.command"]["cmd"], kube_version="1.36.3", kubeadm_cgroup_v1=cgroup_v1,
+                        kubeadm_patches_dir=PATCHES)
     assert cmd.split() == command
     assert apply["when"] == "kubeadm_node_role == 'control_plane' and inventory_hostname == kubeadm_init_host"
     node = steps["Upgrade this node's kubeadm-managed configuration"]
-    cmd = ansible_value(node["ansible.builtin.command"]["cmd"], kubeadm_cgroup_v1=cgroup_v1)
+    cmd = ansible_value(node["ansible.builtin.command"]["cmd"], kubeadm_cgroup_v1=cgroup_v1, kubeadm_patches_dir=PATCHES,
+                        kubeadm_node_role="control_plane")
     assert cmd.split() == ["kubeadm", "upgrade", "node", *command[5:]]
+    cmd = ansible_value(node["ansible.builtin.command"]["cmd"], kubeadm_cgroup_v1=cgroup_v1, kubeadm_patches_dir=PATCHES,
+                        kubeadm_node_role="worker")
+    assert cmd.split() == ["kubeadm", "upgrade", "node", *command[7:]], "a worker has no API server to patch"
 
 
 def test_a_control_plane_node_hands_the_vip_away_before_its_api_restarts_and_always_takes_part_again(files):
@@ -186,7 +196,9 @@ def test_a_control_plane_node_hands_the_vip_away_before_its_api_restarts_and_alw
 
 def test_scale_configures_no_control_plane_node(files):
     configuring = [play for play in plays(files, "scale.yml") if play.get("roles")]
-    assert [play["hosts"] for play in configuring] == ["k8s_cluster:!kube_control_plane", "kube_node"]
+    assert [play["hosts"] for play in configuring] == [
+        "k8s_cluster:!kube_control_plane", "k8s_cluster:!kube_control_plane", "kube_node"]
+    assert configuring[0]["roles"][0]["kubeadm_node_role"] == "preflight", "new nodes on cgroup v1 refused first"
 
 
 def test_scale_only_reads_the_control_plane(files):
@@ -279,7 +291,8 @@ def test_kubernetes_packages_are_pinned_to_the_design_version(files):
 
 
 def test_control_plane_members_join_one_at_a_time(files):
-    join = next(task for task in tasks(files, "kubeadm", "control_plane.yml") if task["name"].startswith("Join the other"))
+    join = next(task for task in flat_tasks(files, "kubeadm", "control_plane.yml")
+                if task["name"] == "Join the other control-plane nodes one at a time")
     assert join["throttle"] == 1
 
 

@@ -49,6 +49,7 @@ def render(files, template: str, host: str, **extra) -> str:
     kube = yaml.safe_load(files["inventory/group_vars/k8s_cluster/kubernetes.yml"])
     mirror = yaml.safe_load(files.get("inventory/group_vars/all/mirror.yml", b"{}"))
     defaults = yaml.safe_load(files[f"{ROLES_IN_PROJECT}kubeadm/defaults/main.yml"])
+    role_vars = yaml.safe_load(files[f"{ROLES_IN_PROJECT}kubeadm/vars/main.yml"])
     variables = {
         **defaults, **mirror, **kube, **hostvars[host], "groups": groups, "hostvars": hostvars,
         "inventory_hostname": host,
@@ -58,7 +59,20 @@ def render(files, template: str, host: str, **extra) -> str:
     }
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
     environment.filters["bool"] = bool
+    # The role's vars the templates read, worked out from the defaults as Ansible would.
+    for name in ("kubeadm_apiserver_args", "kubeadm_apiserver_volumes", "kubeadm_patches_dir"):
+        variables[name] = _resolved(environment, role_vars[name], variables)
     return environment.from_string(files[f"{ROLES_IN_PROJECT}kubeadm/templates/{template}"].decode()).render(variables)
+
+
+def _resolved(environment, value, variables):
+    if isinstance(value, str):
+        return environment.from_string(value).render(variables) if "{{" in value else value
+    if isinstance(value, list):
+        return [_resolved(environment, item, variables) for item in value]
+    if isinstance(value, dict):
+        return {key: _resolved(environment, item, variables) for key, item in value.items()}
+    return value
 
 
 def api_version(files) -> str:
