@@ -120,6 +120,8 @@ def _kubernetes(site: Site) -> dict:
         "kube_network_plugin": kube.cni,
         # kubeadm's config API for this release (v1beta3 before 1.31): the templates' apiVersion.
         "kubeadm_config_api_version": config_api_version(kube.version),
+        # cgroup v1 nodes are refused, except on a lab (docs/kubernetes.md).
+        "kubeadm_allow_cgroup_v1": site.lab_only,
     }
     if kube.api_vip is not None:
         values["kube_vip_address"] = str(kube.api_vip)
