@@ -5,7 +5,8 @@
 - `shipped_lab`: the shipped `lab` site itself (a real Kubernetes cluster once deployed),
   brought up once per session from freshly imaged nodes: test_deploy_lab deploys it and
   leaves it converged, test_storage_lab reads its data sets, test_kubernetes_lab works on the
-  cluster that deploy made. Its
+  cluster that deploy made, test_hardening_lab checks its control plane's hardening (and
+  joins gpu-2 again). Its
   site mirror's bundle is built first (from the cache when nothing changed).
 """
 
@@ -46,7 +47,7 @@ serial: LABTEST-LEAF-1
 # is not left idling (and taking CPU) while unrelated lab tests run.
 # test_pulumi_lab deploys it (`pulumi up -s lab`); the others work on what it deployed.
 SHIPPED_LAB_MODULES = ("test_pulumi_lab.py", "test_deploy_lab.py", "test_storage_lab.py", "test_kubernetes_lab.py",
-                       "test_platform_lab.py")
+                       "test_hardening_lab.py", "test_platform_lab.py")
 
 
 def pytest_collection_modifyitems(config, items):
