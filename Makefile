@@ -44,24 +44,40 @@ apt:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(STAMP): pyproject.toml requirements.lock
+# The locks, all with sha256 hashes (docs/install.md): requirements.lock what the rackform CLI
+# needs, requirements-pulumi.lock the pulumi extra, requirements-dev.lock the lab extra and the
+# test and lint tools; requirements-collections.lock pins the ansible wheel the two collections
+# the roles use are copied from (rackform/external_collections.py), not the whole package.
+LOCKS := requirements.lock requirements-pulumi.lock requirements-dev.lock
+
+$(STAMP): pyproject.toml $(LOCKS) requirements-collections.lock rackform/external_collections.py templates/project/requirements.yml.j2
 	@[ -n "$(PYTHON)" ] || { echo "Python 3.12 or newer is needed (ansible-core 2.20 and later); none found: install one, or make PYTHON=/path/to/python3"; exit 1; }
 	@# A venv of an older Python (3.11, before ansible-core 2.20) is made anew.
 	@if [ -x $(VENV)/bin/python ] && ! $(VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c requirements.lock -e '.[dev]'
+	@# The whole ansible package was a dependency before: a venv made then sheds its 437 MB.
+	@if $(VENV)/bin/pip show -q ansible 2>/dev/null; then $(VENV)/bin/pip uninstall -q -y ansible; fi
+	@# --require-hashes: every distribution pinned, and refused unless its sha256 is the lock's.
+	$(VENV)/bin/pip install -q --require-hashes $(addprefix -r ,$(LOCKS))
+	@# rackform itself, editable: no dependencies of its own (the locks hold them), built with the
+	@# locked setuptools rather than one fetched unhashed into an isolated build environment.
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
+	$(VENV)/bin/pip check
+	$(VENV)/bin/python -m rackform.external_collections --install
 	touch $@
 
-# Re-resolve the dependencies in a scratch venv (newest versions pyproject.toml allows)
-# and write them to requirements.lock; review the diff, run `make test`, commit both.
-lock:
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install -q --upgrade pip
-	.lock-venv/bin/pip install -q -e '.[dev]'
-	(echo "# Exact versions CI and \`make test\` install (pip constraints). Refresh: \`make lock\` (docs/install.md)."; \
-	 .lock-venv/bin/pip freeze --exclude-editable | grep -v '^rackform') > requirements.lock
-	rm -rf .lock-venv
+# Re-resolve the dependencies (the newest versions pyproject.toml allows) with pip-compile into
+# the four locks, with hashes, each compiled against the ones before it (a package two share has
+# one version); review the diff, update templates/project/requirements.yml.j2 if the ansible
+# release moved, run `make test`, commit them.
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile -q --upgrade --generate-hashes \
+	--allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url
+lock: $(STAMP)
+	$(PIP_COMPILE) -o requirements.lock pyproject.toml
+	$(PIP_COMPILE) --extra pulumi -c requirements.lock -o requirements-pulumi.lock pyproject.toml
+	$(PIP_COMPILE) --extra lab --extra dev -c requirements.lock -c requirements-pulumi.lock -o requirements-dev.lock pyproject.toml
+	$(VENV)/bin/python -m rackform.external_collections --requirement \
+	  | $(PIP_COMPILE) -c requirements.lock -o requirements-collections.lock -
 
 # Building from source (the site mirror, helm, promtool, the Pulumi engine) needs Go 1.26 or newer.
 # A machine without it (Debian 12 packages Go 1.19) gets one from the Go module proxy itself: Debian's

@@ -1,14 +1,16 @@
 """rackform's wheel in a virtualenv that holds what the wheel asks for and nothing else.
 
-The dependencies are installed by pip from the wheel's own metadata (Requires-Dist) into a
-venv made without --system-site-packages and without any path into the development venv,
-so a dependency pyproject.toml forgets is missing there as it would be for a user (pip
-takes the versions of requirements.lock, as CI does). Installing them takes a minute or
-more, so that venv is kept between sessions in pytest's cache folder
-(.pytest_cache/d/rackform-wheel-deps/<key>/), keyed by the wheel's requirements, the lock
-and the Python version: a change to any of them builds it anew (and drops the old one).
-The `pulumi` extra's dependencies are in it too (an `init` repo's program requires
-rackform[pulumi]). It holds no rackform: each session installs its own wheel (`pip install --no-deps`, with
+The dependencies are installed as docs/install.md tells a user to: the locks of rackform
+and of its `pulumi` extra (an `init` repo's program requires rackform[pulumi]) with pip's
+--require-hashes, the wheel with --no-deps, `pip check` (every Requires-Dist of the wheel's
+metadata installed, at a version it allows), then the two collections the roles use
+(rackform.external_collections' install), into a venv made without
+--system-site-packages and without any path into the development venv: the locks are
+compiled from pyproject.toml, so a dependency it forgets is missing there as it would be for
+a user. Installing them takes a minute or more, so that venv is kept between sessions in
+pytest's cache folder (.pytest_cache/d/rackform-wheel-deps/<key>/), keyed by the wheel's
+requirements, the locks and the Python version: a change to any of them builds it anew (and
+drops the old one). It holds no rackform: each session installs its own wheel (`pip install --no-deps`, with
 its console script) into a fresh venv whose one `.pth` line adds the dependencies' folder.
 A file lock lets xdist workers share the build.
 """
@@ -25,7 +27,9 @@ import venv
 import zipfile
 from pathlib import Path
 
-CACHE_FORMAT = "2"
+from rackform.external_collections import install as install_collections
+
+CACHE_FORMAT = "3"
 """Part of the key: bump it when what the cached venv holds changes."""
 PIP_TIMEOUT_S = 1200
 
@@ -39,9 +43,14 @@ def wheel_requirements(wheel: Path) -> list[str]:
             *sorted(metadata.get_all("Requires-Dist") or [])]
 
 
+def locks(lock: Path) -> list[Path]:
+    """The runtime lock, the pulumi extra's beside it, and the collections' (the ansible wheel)."""
+    return [lock, *(lock.with_name(name) for name in ("requirements-pulumi.lock", "requirements-collections.lock"))]
+
+
 def dependencies_key(wheel: Path, lock: Path) -> str:
     digest = hashlib.sha256()
-    for part in (CACHE_FORMAT, sys.version, *wheel_requirements(wheel), lock.read_text() if lock.is_file() else ""):
+    for part in (CACHE_FORMAT, sys.version, *wheel_requirements(wheel), *(path.read_text() for path in locks(lock))):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:16]
 
@@ -73,10 +82,14 @@ def dependencies_venv(wheel: Path, lock: Path, cache_dir: Path) -> Path:
                     shutil.rmtree(stale)
             venv.create(env_dir, with_pip=False)
             python = env_dir / "bin" / "python"
-            constraints = ["-c", str(lock)] if lock.is_file() else []
-            # with the `pulumi` extra: an init repo's Pulumi program asks for rackform[pulumi]
-            _pip(python, "install", "-q", *constraints, f"{wheel}[pulumi]")
+            runtime, pulumi, _ = locks(lock)
+            # with the `pulumi` extra's lock: an init repo's Pulumi program asks for rackform[pulumi]
+            _pip(python, "install", "-q", "--require-hashes", "-r", str(runtime), "-r", str(pulumi))
+            _pip(python, "install", "-q", "--no-deps", str(wheel))
+            _pip(python, "check")
             _pip(python, "uninstall", "-q", "-y", "rackform")
+            # what `python -m rackform.external_collections --install` does in a user's venv (this one has no pip)
+            install_collections(_purelib(env_dir), progress=lambda line: None)
             (env_dir / "complete").write_text(f"{key}\n" + "\n".join(wheel_requirements(wheel)) + "\n")
     return env_dir
 
