@@ -5,8 +5,9 @@ admission policy that keeps those claims the platform's, where the platform appl
 (rackform/model/storage_network.py); the platform file's storage classes and the warning about
 all-flash storage hosts with none.
 
-The policy's CEL is checked here for its shape only: no CEL evaluator is among the test
-dependencies, so its decisions run only against the lab's API server (tests/lab/test_platform_lab.py)."""
+The policy's decisions are the API server's own code's (tests/unit/vap_support.py runs
+k8s.io/apiserver's policy code on them); its selection of claims is checked by shape, and the
+whole against the lab's API server (tests/lab/test_platform_lab.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from platform_validation import problems
+from vap_support import Request, decide
 
 from rackform.checks.platform import platform_storage_classes
 from rackform.commands.gitops import gitops_files
@@ -229,6 +231,35 @@ def test_deleting_is_refused_with_the_data_set_s_name_and_the_label_may_not_go()
     assert label["expression"].startswith("request.operation != 'UPDATE' || variables.dataSet == '' || ")
     assert f"object.metadata.labels['{DATA_SET_LABEL}']" in label["expression"]
     assert spec["failurePolicy"] == "Fail"
+
+
+def claim_request(operation: str, user: str, groups: tuple[str, ...] = ("system:authenticated",),
+                  labels_after: dict | None = None) -> Request:
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "imagenet", "namespace": "research", "labels": {DATA_SET_LABEL: "imagenet"}}}
+    after = None if operation == "DELETE" else {**claim, "metadata": {**claim["metadata"], "labels": labels_after}}
+    return Request(operation, "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "research", after, user,
+                   groups, old_object=claim)
+
+
+def test_the_policy_s_decisions_as_the_api_server_makes_them():
+    _site, manifests = lab_with(data_set("imagenet"))
+    policy = protection(manifests)[0]
+    deleted, unlabelled, relabelled, edited, by_admin, by_namespace_controller = decide(
+        policy,
+        claim_request("DELETE", "alice"),
+        claim_request("UPDATE", "alice", labels_after={}),
+        claim_request("UPDATE", "alice", labels_after={DATA_SET_LABEL: "other"}),
+        claim_request("UPDATE", "alice", labels_after={DATA_SET_LABEL: "imagenet", "team": "vision"}),
+        claim_request("DELETE", "kubernetes-admin", ("kubeadm:cluster-admins", "system:authenticated")),
+        claim_request("DELETE", f"{KUBE_SYSTEM_SERVICE_ACCOUNTS}namespace-controller"))
+    assert deleted.denied and deleted.messages == [
+        "the claim of data set imagenet belongs to the platform (rackform): take the data set out of the site "
+        "design, then a cluster admin deletes the claim"]
+    assert [decision.errors for decision in (deleted, unlabelled, relabelled, edited)] == [[], [], [], []]
+    assert unlabelled.denied and relabelled.denied and not edited.denied
+    assert unlabelled.messages[0].startswith(f"the label {DATA_SET_LABEL} on the claim of data set imagenet")
+    assert (by_admin.matched, by_namespace_controller.matched) == (False, False)
 
 
 def test_the_policy_and_binding_validate_strictly():
