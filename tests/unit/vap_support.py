@@ -2,8 +2,9 @@
 (Go, k8s.io/apiserver at the lab's Kubernetes release) compiles the policy as the API server
 does and runs requests through its matchConditions, variables, validations and messages.
 
-Built once per test process with the Go toolchain (the first build fetches and compiles
-k8s.io/apiserver: minutes; later ones come from Go's caches). Without `go`, the tests that need
+Built with the Go toolchain once per version of its sources, into the temp folder, where every
+test process finds it (the first build on a machine fetches and compiles k8s.io/apiserver:
+minutes; later ones come from Go's caches). Without `go`, the tests that need
 it skip, saying so. The policy's matchConstraints (which resources, which namespaces) and its
 binding are the dispatcher's and not run here: the tests check them by their shape.
 """
@@ -11,6 +12,7 @@ binding are the dispatcher's and not run here: the tests check them by their sha
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -64,15 +66,22 @@ class Decision:
 
 @functools.cache
 def _binary() -> Path:
+    """The built evaluator: one per version of its sources, shared by the test processes (pytest's
+    workers) through the temp folder, each build written aside and moved into place whole."""
     go = shutil.which("go")
     if go is None:
         pytest.skip("needs the Go toolchain to build tests/unit/vap_eval (the API server's policy code)")
-    out = Path(tempfile.mkdtemp(prefix="vap-eval-")) / "vap_eval"
-    env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-    built = subprocess.run([go, "build", "-o", str(out), "."], cwd=HARNESS, env=env, capture_output=True, text=True,
-                           timeout=BUILD_TIMEOUT_S, check=False)
+    sources = hashlib.sha256(b"".join((HARNESS / name).read_bytes() for name in ("main.go", "go.mod", "go.sum")))
+    out = Path(tempfile.gettempdir()) / f"rackform-vap-eval-{sources.hexdigest()[:16]}"
+    if out.exists():
+        return out
+    building = out.with_name(f"{out.name}.{os.getpid()}")
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0"}
+    built = subprocess.run([go, "build", "-o", str(building), "."], cwd=HARNESS, env=env, capture_output=True,
+                           text=True, timeout=BUILD_TIMEOUT_S, check=False)
     if built.returncode != 0:
         raise AssertionError(f"go build tests/unit/vap_eval failed:\n{built.stderr[-3000:]}")
+    os.replace(building, out)
     return out
 
 
