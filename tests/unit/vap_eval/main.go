@@ -87,7 +87,8 @@ func compile(policy *admissionregistrationv1.ValidatingAdmissionPolicy) (validat
 	}
 	var compileErrors []string
 	check := func(what string, accessor cel.ExpressionAccessor, options cel.OptionalVariableDeclarations) {
-		if result := compiler.Compiler.CompileCELExpression(accessor, options, environment.StoredExpressions); result.Error != nil {
+		// NewExpressions: what the API server compiles a policy it is given with (pkg/apis/admissionregistration/validation).
+		if result := compiler.Compiler.CompileCELExpression(accessor, options, environment.NewExpressions); result.Error != nil {
 			compileErrors = append(compileErrors, fmt.Sprintf("%s: %s", what, result.Error.Error()))
 		}
 	}
