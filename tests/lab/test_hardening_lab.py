@@ -11,7 +11,11 @@
   anything shaped like one) or a certificate key; a second run of the stage changes nothing;
 - build/lab/artifacts/kubeconfig is mode 0600;
 - each control-plane node's audit log has entries for that Secret (read through each node's
-  own API server), at Metadata level: no request or response body, no plaintext.
+  own API server), at Metadata level: no request or response body, no plaintext;
+- a key rotation (`rackform secrets lab --rotate-encryption-key`, the stage, then
+  `--forget-old-encryption-keys`, the stage): every Secret ends up encrypted with the new key,
+  the API reads them all throughout, the old key is gone from every control-plane node, and no
+  key's secret shows in the deploys' output or under build/lab.
 
 Works on the shipped lab as test_kubernetes_lab leaves it (tests/lab/conftest.py runs the
 modules back to back); test_platform_lab comes after it (it advertises the GPU nodes' GPUs
@@ -34,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from rackform import cli
+from rackform.secrets import SiteVault
 from clusterlab import (
     CONTROL_PLANE,
     KUBECONFIG,
@@ -198,8 +203,20 @@ def scanned_files() -> list[Path]:
     return files
 
 
+SEEN_KEY_SECRETS: set[str] = set()
+"""Every encryption key the vault held during this module (a forgotten one included)."""
+
+
+def vault_key_secrets() -> set[str]:
+    """The secrets of the site vault's encryption keys, now and earlier in this module: never to be
+    seen outside the vault and the control-plane nodes' encryption configuration."""
+    SEEN_KEY_SECRETS.update(key.secret for key in SiteVault(SITE).encryption_keys())
+    return SEEN_KEY_SECRETS
+
+
 def leaks(text: str, tokens: set[str]) -> list[str]:
     found = ["a live token" for token in tokens if token in text]
+    found += ["an encryption key" for secret in vault_key_secrets() if secret in text][:1]
     found += ["a bootstrap token's shape" for _ in BOOTSTRAP_TOKEN.finditer(text)][:1]
     found += ["a certificate key" for _ in CERTIFICATE_KEY.finditer(text)][:1]
     return found
@@ -286,3 +303,91 @@ def test_each_api_server_audits_the_secret_without_its_data(audited, node):
 def test_the_secret_s_creation_is_audited(audited):
     verbs = {json.loads(line)["verb"] for lines in audited.values() for line in lines}
     assert {"get"} < verbs and verbs & {"create", "patch", "update"}, verbs
+
+
+# ---------------------------------------------------------------- a key rotation
+
+
+def secrets_command(*flags: str) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["secrets", SITE, "--root", str(REPO_ROOT), *flags])
+    assert code == 0, err.getvalue()
+    return out.getvalue()
+
+
+def key_names_on(lab, node: str) -> list[str]:
+    """The key names of a control-plane node's encryption configuration, in order (names only)."""
+    read = ssh(lab, node, "grep -o 'name: .*' /etc/kubernetes/enc/encryption-config.yaml")
+    assert read.returncode == 0, read.stderr
+    return [line.split(":", 1)[1].strip().strip('"') for line in read.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def rotated(lab, kubectl, probe_secret):
+    """A new key first, the stage run: (new key, old key, the deploy's output)."""
+    old = SiteVault(SITE).encryption_keys()[0].name
+    vault_key_secrets()
+    said = secrets_command("--rotate-encryption-key")
+    new = SiteVault(SITE).encryption_keys()[0].name
+    vault_key_secrets()
+    assert new != old and f"new encryption key {new}" in said
+    code, output = deploy_kubernetes()
+    assert code == 0, output[-4000:]
+    return new, old, output
+
+
+def test_after_a_rotation_every_secret_is_encrypted_with_the_new_key(rotated, kubectl):
+    new, _, _ = rotated
+    stored = etcd_values(kubectl, "/registry/secrets/", prefix=True)
+    prefix = ENCRYPTED_PREFIX + new.encode() + b":"
+    assert sorted(key for key, value in stored.items() if not value.startswith(prefix)) == []
+
+
+def test_after_a_rotation_the_api_reads_the_secret(rotated, kubectl, probe_secret):
+    data = kubectl.json("-n", NAMESPACE, "get", "secret", probe_secret)["data"]
+    assert base64.b64decode(data["probe"]).decode() == PLAINTEXT
+
+
+@pytest.mark.parametrize("node", CONTROL_PLANE)
+def test_after_a_rotation_each_api_server_writes_with_the_new_key_and_reads_the_old(rotated, lab, node):
+    new, old, _ = rotated
+    assert key_names_on(lab, node) == [new, old]
+
+
+def test_the_rewrite_is_not_owed_any_more(rotated, lab):
+    assert ssh(lab, "mgmt-1", "test -e /etc/kubernetes/enc/rewrite-secrets").returncode == 1
+
+
+def test_the_rotation_s_deploy_shows_no_key(rotated):
+    _, _, output = rotated
+    assert leaks(output, set()) == []
+
+
+@pytest.fixture(scope="module")
+def forgotten(rotated):
+    said = secrets_command("--forget-old-encryption-keys")
+    new, old, _ = rotated
+    assert f"forgot the encryption key(s) {old}" in said
+    code, output = deploy_kubernetes()
+    assert code == 0, output[-4000:]
+    return new, output
+
+
+@pytest.mark.parametrize("node", CONTROL_PLANE)
+def test_a_forgotten_key_leaves_every_api_server(forgotten, lab, node):
+    new, _ = forgotten
+    assert key_names_on(lab, node) == [new]
+
+
+def test_with_the_old_key_gone_every_secret_still_reads(forgotten, kubectl, probe_secret):
+    data = kubectl.json("-n", NAMESPACE, "get", "secret", probe_secret)["data"]
+    assert base64.b64decode(data["probe"]).decode() == PLAINTEXT
+    names = kubectl("get", "secrets", "--all-namespaces", "-o", "name").stdout.split()
+    assert len(names) > 1
+
+
+def test_nothing_under_the_project_shows_a_key_after_the_rotation(forgotten):
+    found = {str(path.relative_to(PROJECT)): kinds for path in scanned_files()
+             if (kinds := leaks(path.read_text(errors="replace"), set()))}
+    assert found == {}
