@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from rackform.paths import ASSETS_DIR, TEMPLATES_DIR
+from rackform.process_environment import tool_environment
 
 ANSIBLE_RELEASES = "ansible>=13,<15"
 """The `ansible` releases built on the ansible-core lines pyproject.toml allows (13 on 2.20,
@@ -103,7 +104,7 @@ def download_wheel(version: str, hashes: list[str], into: Path, pip_options: tup
     done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                            "--no-deps", "--only-binary", ":all:", "--require-hashes", "-r", str(requirement),
                            "--dest", str(into), *pip_options],
-                          capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+                          capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=tool_environment("pip"))
     wheels = sorted(into.glob(f"ansible-{version}-*.whl"))
     if done.returncode != 0 or not wheels:
         raise CollectionsError(f"pip could not download ansible {version}'s wheel:\n{done.stdout}{done.stderr}".rstrip())
