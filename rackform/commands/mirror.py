@@ -4,10 +4,11 @@
     rackform mirror build --kubernetes 1.36.1       # another release the matrix carries
     rackform mirror build lab --from upstream       # copied from Kubernetes' repository and registries
     rackform mirror show lab --verify               # every artifact, version and digest; re-checked
-    rackform mirror sign lab                        # the bundle's apt repository signed with lab's key
+    rackform mirror sign lab                        # lab's mirror keys: the apt repository signed, the registry's TLS
 
 `sign` is what a deploy does before a stage serves the mirror; by itself it is for a playbook
-run by hand (ansible-playbook os.yml), whose site_mirror role refuses an unsigned bundle.
+run by hand (ansible-playbook os.yml), whose site_mirror role refuses an unsigned bundle and
+reads the registry's certificate and push credential from the vault file it names.
 
 The release must be one `kubernetes.carried` in topologies/versions.yaml lists (what sources/
 pins); anything else is bad input (exit 2) and nothing is built. A bundle whose inputs have
@@ -34,10 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                            "modules under sources/, cached by version and digest) or from upstream.")
     show = actions.add_parser("show", help="list a bundle's artifacts with versions and digests",
                               description="List a bundle's artifacts with their versions and digests.")
-    sign = actions.add_parser("sign", help="sign a bundle's apt repository with the site's key (made the first time)",
+    sign = actions.add_parser("sign", help="make or keep the site's mirror keys: the bundle's apt repository signed, "
+                                           "the registry's TLS and push credential",
                               description="Sign the apt repository of the bundle the site's mirror serves with the "
-                                          "site's own key, kept in its vault (made the first time); what a deploy "
-                                          "does before a stage serves the mirror.")
+                                          "site's own key, and make or keep the registry's CA, certificate and push "
+                                          "credential, all kept in the site's vault (made the first time): what a "
+                                          "deploy does before a stage uses the mirror. Prints what a playbook run by "
+                                          "hand needs to read the mirror host's vault file.")
     sign.add_argument("site", metavar="SITE", help="site whose key signs, and whose kubernetes.version picks the release")
     for sub in (build, show):
         sub.add_argument("site", metavar="SITE", nargs="?", help="site whose kubernetes.version picks the release")
@@ -110,11 +114,17 @@ def _build(args: argparse.Namespace, pins, bundle: Path) -> int:
 
 
 def _sign(args: argparse.Namespace, version: str, bundle: Path) -> int:
+    from rackform.k8s.site_mirror import mirror_address
     from rackform.mirror import MirrorError
     from rackform.mirror.apt_signing import SIGNED_FILES
-    from rackform.mirror.site_keys import apt_key_file, ensure_apt_key, prepare_apt
+    from rackform.mirror.site_keys import apt_key_file, ensure_apt_key, prepare_apt, prepare_registry, registry_ca_file
+    from rackform.pipeline import load_and_check
     from rackform.secrets import SecretsError, SiteVault
 
+    site, _warnings = load_and_check(args.site, args.root)
+    if site.mirror is None or site.mirror.host is None or mirror_address(site) is None:
+        raise MirrorError(f"site {site.name} has no mirror host of its own (mirror.host): rackform serves no mirror "
+                          "for it, so it keeps no keys for one")
     if not (bundle / "apt" / "Release").is_file():
         raise MirrorError(f"{bundle}/apt/Release: no such file: build the bundle first with "
                           f"`rackform mirror build {args.site}`")
@@ -122,11 +132,14 @@ def _sign(args: argparse.Namespace, version: str, bundle: Path) -> int:
         vault = SiteVault(args.site)
         signatures = prepare_apt(vault, bundle, version)
         fingerprint = ensure_apt_key(vault).fingerprint
+        environment = prepare_registry(vault, str(mirror_address(site)), (site.mirror.host,))
     except SecretsError as error:
         print(f"rackform mirror: {error}", file=sys.stderr)
         return EXIT_FAILED
     print(f"bundle {bundle}: apt repository signed with {args.site}'s key {fingerprint} "
           f"({apt_key_file(args.site)}): {', '.join(str(signatures / name) for name in SIGNED_FILES)}")
+    print(f"registry: the site's CA {registry_ca_file(args.site)}; for a playbook run by hand:")
+    print(" ".join(f"{name}={value}" for name, value in environment.items()))
     return EXIT_OK
 
 

@@ -4,7 +4,8 @@ A site design's `mirror:` names the machine that serves, on the site's own netwo
 
 - an apt repository (flat, over HTTP, its Release signed with the site's own key:
   `deb [signed-by=/etc/apt/keyrings/<site>-mirror.asc] <apt url> ./`, `rackform.mirror.site_keys`),
-- an OCI registry (plain HTTP on the management network), images pushed flat as
+- an OCI registry (HTTPS with a certificate from the site's own CA, pushes with a password,
+  pulls anonymous; `rackform.mirror.site_keys`), images pushed flat as
   `<registry>/<name>:<tag>` (`<registry>/kube-apiserver:v1.36.3`, `<registry>/pause:3.10.2`),
 - a Helm chart directory, next to the apt repository.
 
@@ -116,16 +117,18 @@ def missing_bundle(site: Site, version: str | None = None) -> Path | None:
     return None if manifest.is_file() else manifest
 
 
-def apt_signing_files(site: Site) -> dict[str, str]:
-    """Where the site_mirror and mirror_client roles find, on the controller, the site's public
-    apt key and its signature over the served bundle's Release (rackform.mirror.site_keys, made
-    before a stage serves the mirror); empty for a site whose mirror rackform does not serve."""
-    from rackform.mirror.site_keys import apt_key_file, apt_signatures_dir
+def site_key_files(site: Site) -> dict[str, str]:
+    """Where the roles find, on the controller, what of the site's own mirror keys the nodes are
+    given (rackform.mirror.site_keys, made before a stage that uses the mirror runs): the public
+    apt key, the signature over the served bundle's Release and the registry CA's certificate.
+    Empty for a site whose mirror rackform does not serve."""
+    from rackform.mirror.site_keys import apt_key_file, apt_signatures_dir, registry_ca_file
 
     if site.mirror is None or site.mirror.host is None or site.kubernetes is None:
         return {}
     return {"site_mirror_apt_key_file": str(apt_key_file(site.name)),
-            "site_mirror_apt_signatures": str(apt_signatures_dir(site.name, site.kubernetes.version))}
+            "site_mirror_apt_signatures": str(apt_signatures_dir(site.name, site.kubernetes.version)),
+            "site_mirror_registry_ca_file": str(registry_ca_file(site.name))}
 
 
 def air_gapped(site: Site) -> bool:
@@ -150,7 +153,7 @@ def mirror_group_vars(site: Site) -> dict[str, Any]:
     if site.kubernetes is not None:
         values["site_mirror_bundle"] = bundle_dir(site.kubernetes.version)
         values["site_mirror_bundle_digest"] = bundle_digest(site.kubernetes.version)
-    values.update(apt_signing_files(site))
+    values.update(site_key_files(site))
     if not site.mirror.air_gapped:
         values["site_mirror_upstream_registries"] = list(UPSTREAM_REGISTRIES)
     return values

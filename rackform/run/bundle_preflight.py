@@ -9,16 +9,20 @@ the fact the role asserts too), the run is bad input naming the command that bui
 `rackform upgrade` asks the same of its target release before it pins it, where a cluster is
 there to run upgrade-cluster.yml on.
 
-Where the bundle is here, `prepare_mirror` also signs its apt repository with the site's own key
-(rackform.mirror.site_keys: the key made and kept in the site's vault the first time; signed
-again only when the bundle's Release or the key changed), which the roles serve and the nodes
-check. A vault that cannot be opened, or no gpg, stops the run before anything runs
+Where the bundle is here and a playbook about to run uses the mirror (serves it, or points
+nodes at it: roles site_mirror, mirror_client, containerd), `prepare_mirror` also makes or keeps
+the site's own mirror keys (rackform.mirror.site_keys, kept in the site's vault): it signs the
+bundle's apt repository with the site's key (again only when the Release or the key changed),
+keeps the registry's CA, certificate and push credential, puts the public halves where the
+roles read them, and gives the run what it needs to read the mirror host's vault file. A vault
+that cannot be opened, or no gpg or openssl, stops the run before anything runs
 (StageEnvironmentError), as the BMC vault does for the provision stage.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -30,6 +34,8 @@ from rackform.model.source import BadInput, SourceError
 from rackform.run.environment import StageEnvironmentError
 
 MIRROR_ROLE = "rackform.site.site_mirror"
+_USES_MIRROR_KEYS = re.compile(rb"\brackform\.site\.(site_mirror|mirror_client|containerd)\b")
+"""The roles that read the site's mirror keys on the controller (public halves, the host's vault)."""
 
 
 def serves_mirror(playbook: bytes) -> bool:
@@ -54,39 +60,50 @@ def check_bundle(site: Site, root: Path, files: Mapping[str, bytes], playbooks: 
         refuse_missing_bundle(site, root, serving)
 
 
+def uses_mirror_keys(playbook: bytes) -> bool:
+    """Whether a rendered playbook runs a role that reads the site's mirror keys."""
+    return _USES_MIRROR_KEYS.search(playbook) is not None
+
+
 def prepare_mirror(site: Site, root: Path, files: Mapping[str, bytes], playbooks: Iterable[str],
-                   environ: Mapping[str, str] | None = None) -> Path | None:
-    """`check_bundle`, then, where one of `playbooks` serves the site mirror, the site's signature
-    over the bundle's apt repository (`sign_served_bundle`); returns its folder, None where none of
-    them serves the mirror."""
+                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`check_bundle`, then, where one of `playbooks` uses the site mirror's keys, those keys
+    made or kept and put where the roles read them (`prepare_site_keys`). Returns the variables
+    the run adds for Ansible (empty where none of them uses the keys)."""
     playbooks = list(playbooks)
     check_bundle(site, root, files, playbooks)
-    if not any(playbook in files and serves_mirror(files[playbook]) for playbook in playbooks):
-        return None
-    return sign_served_bundle(site, environ)
+    if not any(playbook in files and uses_mirror_keys(files[playbook]) for playbook in playbooks):
+        return {}
+    return prepare_site_keys(site, environ)
 
 
-def sign_served_bundle(site: Site, environ: Mapping[str, str] | None = None, version: str | None = None) -> Path | None:
-    """The site's signature over the apt repository of the bundle its mirror host serves (of
-    `version`, default the site's release), made or kept; None where rackform serves no mirror
-    for the site, or the bundle has no apt repository. `environ` (default this process's) names
-    the vault's password as for the stages (RACKFORM_VAULT_PASSWORD_FILE).
-    StageEnvironmentError when the vault cannot be opened or gpg fails."""
+def prepare_site_keys(site: Site, environ: Mapping[str, str] | None = None, version: str | None = None
+                      ) -> dict[str, str]:
+    """The site's mirror keys, made or kept (rackform.mirror.site_keys): the apt repository of the
+    bundle its mirror host serves (of `version`, default the site's release) signed, the
+    registry's CA, certificate and push credential, their public halves in place for the roles.
+    Returns the variables that let the site_mirror role read the mirror host's vault file.
+    Nothing where rackform serves no mirror for the site, or where the bundle is no real one
+    (no apt repository: the tests' stand-ins): the vault is not even opened. `environ` (default
+    this process's) names the vault's password as for the stages (RACKFORM_VAULT_PASSWORD_FILE).
+    StageEnvironmentError when the vault cannot be opened, or gpg or openssl fails."""
+    from rackform.k8s.site_mirror import mirror_address
     from rackform.mirror import MirrorError
-    from rackform.mirror.site_keys import prepare_apt
+    from rackform.mirror.site_keys import prepare_apt, prepare_registry
     from rackform.secrets import SecretsError, SiteVault
 
-    if site.mirror is None or site.mirror.host is None or site.kubernetes is None:
-        return None
+    if site.mirror is None or site.mirror.host is None or site.kubernetes is None or mirror_address(site) is None:
+        return {}
     version = version or site.kubernetes.version
     bundle = Path(bundle_dir(version))
     if not (bundle / "apt" / "Release").is_file():
-        return None  # nothing to sign (a bundle without packages); the vault is not even opened
+        return {}
     try:
         vault = SiteVault(site.name, environ={**os.environ, **(environ or {})})
-        return prepare_apt(vault, bundle, version)
+        prepare_apt(vault, bundle, version)
+        return prepare_registry(vault, str(mirror_address(site)), (site.mirror.host,))
     except (SecretsError, MirrorError) as error:
-        raise StageEnvironmentError(f"{site.name}: the site mirror's apt repository cannot be signed: {error}") from None
+        raise StageEnvironmentError(f"{site.name}: the site mirror's keys cannot be made or read: {error}") from None
 
 
 def refuse_missing_bundle(site: Site, root: Path, serving: Sequence[str], version: str | None = None) -> None:

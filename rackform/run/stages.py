@@ -5,7 +5,8 @@
 
 1. load and check the design (`rackform.pipeline.load_and_check`), and refuse a run whose
    stages serve the site mirror while its bundle was never built here; where it is here,
-   sign its apt repository with the site's key (`rackform.run.bundle_preflight`);
+   make or keep the site's mirror keys the stages use: the bundle's apt repository signed with
+   the site's key, the registry's TLS and push credential (`rackform.run.bundle_preflight`);
 2. under the site's lock (`rackform.run.sitelock`: one deploying process per site),
    render the project to build/<site>/ (unchanged files stay untouched);
 3. the stage environment (`rackform.run.environment`: SSH key, BMC vault);
@@ -87,8 +88,8 @@ def run_stages(
     Raises BadInput / DesignRejected for a design with errors (nothing rendered or run), BadInput too
     when a stage to run serves the site mirror and its bundle was never built here
     (rackform.run.bundle_preflight: nothing rendered or run),
-    StageEnvironmentError when the vault cannot be kept safely (or the site mirror's apt repository
-    cannot be signed with the key it keeps), SiteLocked when another
+    StageEnvironmentError when the vault cannot be kept safely (or the site mirror's keys it keeps
+    cannot be made or read), SiteLocked when another
     process deploys the site, PruneRefused when `prune_tenants` names a tenant that is not
     one removed from the design and still on the cluster (rackform.run.retained).
     """
@@ -98,8 +99,9 @@ def run_stages(
     from rackform.render.writer import write_project
 
     files = render_files(site)
-    prepare_mirror(site, root, files, [stage.playbook for stage in STAGES
-                                       if stage.playbook and (stages is None or stage.name in stages)], envvars)
+    mirror_env = prepare_mirror(site, root, files, [stage.playbook for stage in STAGES
+                                                    if stage.playbook and (stages is None or stage.name in stages)],
+                                envvars)
     project_dir = build_dir(root, site.name)
     if prune_tenants:
         if stages is not None and PLATFORM_STAGE not in stages:
@@ -114,7 +116,8 @@ def run_stages(
         steps = plan_steps(stages, check=check, unavailable=unavailable_stages(stages, project_dir, check=check,
                                                                                   files=files))
         wanted = {step.name for step in steps if step.not_run is None}
-        env = stage_environment(site, wanted, private_key=private_key, given=envvars, say=say)
+        env = stage_environment(site, wanted, private_key=private_key, given={**mirror_env, **(envvars or {})},
+                                say=say)
         report = deploy(
             site.name, project_dir, steps, limit=limit, check=check, progress=progress, envvars=env.envvars,
             runner=runner, stage_runners=_stage_runners(project_dir, env.envvars, wanted, prune_tenants), diff=diff,
@@ -295,8 +298,10 @@ def run_day2_playbook(
         k8s = cluster.find(project_dir)
         if k8s.absent:
             return Day2Run(site.name, playbook, None, absent=k8s.absent.split(": nothing")[0])
-        prepare_mirror(site, root, files, [playbook], envvars)  # upgrade-cluster.yml serves the target's bundle
-        env = stage_environment(site, {stands_for}, private_key=private_key, given=envvars, say=say)
+        # upgrade-cluster.yml serves the target release's bundle: its keys, as a deploy's
+        mirror_env = prepare_mirror(site, root, files, [playbook], envvars)
+        env = stage_environment(site, {stands_for}, private_key=private_key, given={**mirror_env, **(envvars or {})},
+                                say=say)
         name = Path(playbook).stem
         steps = [Step("validate", VALIDATE_PLAYBOOK, "validate"), Step(name, playbook, name)]
         report = deploy(site.name, project_dir, steps, limit=limit, progress=progress, envvars=env.envvars,

@@ -6,18 +6,26 @@ the client, from a small playbook of the test's own.
 The bundle is built here, in a temporary folder, with the real tools and rackform's own
 bundle code: a .deb made with dpkg-deb (`rackform-mirror-probe`, one file), its flat apt
 index, one OCI image made with umoci from a static hello program, one chart file and the
-manifest. What it proves: the client installs the package from the mirror with apt; the
-registry lists the image under the manifest's digest and containerd pulls it; the charts
-are served and nothing is listed; a second run changes nothing; the client's apt sources
-and containerd configuration name the mirror and no other host. The lab always goes down
-again.
+manifest. `mirrortest`'s own mirror keys are made as a deploy makes them (a vault under a
+temporary folder): the apt repository signed, the registry's CA, certificate and push
+credential. What it proves: the client installs the package from the mirror with apt, which
+checks the site's signature and refuses a tampered index or InRelease; the registry speaks
+TLS only, lists the image under the manifest's digest, refuses pushes without the credential
+and takes them with it, and containerd pulls it over TLS checked against the site's CA (by
+tag and by digest) and not over plain HTTP; the charts are served and nothing is listed; a
+second run changes nothing; the client's apt sources and containerd configuration name the
+mirror and no other host, and the client holds the site's CA. The lab always goes down again.
+
+Run it alone: pytest -p no:xdist -m lab tests/lab/test_site_mirror_lab.py -s
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
+import ssl
 import subprocess
 import time
 import tomllib
@@ -113,28 +121,35 @@ def build_bundle(bundle: Path) -> Manifest:
     return manifest
 
 
-def sign_bundle(bundle: Path, keys: Path) -> Path:
-    """The bundle's apt repository signed with a key of `mirrortest`'s own, in a vault under `keys`
-    (what a deploy does before os.yml: rackform.run.bundle_preflight); returns the signatures' folder."""
-    vault = SiteVault(SITE, keys / "secrets", environ={})
-    return site_keys.prepare_apt(vault, bundle, "0.0.0", sites_dir=keys / "sites")
+def site_vault(keys: Path) -> SiteVault:
+    return SiteVault(SITE, keys / "secrets", environ={})
 
 
-def write_site(root: Path, bundle: Path, keys: Path) -> Path:
+def prepare_keys(bundle: Path, keys: Path) -> tuple[Path, dict[str, str]]:
+    """`mirrortest`'s own mirror keys, in a vault under `keys` (what a deploy does before os.yml:
+    rackform.run.bundle_preflight): the bundle's apt repository signed, the registry's CA,
+    certificate and push credential. Returns the signatures' folder and what the runs need to read
+    the mirror host's vault file."""
+    vault = site_vault(keys)
+    signatures = site_keys.prepare_apt(vault, bundle, "0.0.0", sites_dir=keys / "sites")
+    return signatures, site_keys.prepare_registry(vault, MIRROR_ADDRESS, (MIRROR,), sites_dir=keys / "sites")
+
+
+def write_site(root: Path, bundle: Path, keys: Path, signatures: Path) -> Path:
     """A repo root holding the real catalog and the `mirrortest` site; its inventory names the bundle
-    and the site's signature over it (the site has no kubernetes section, so no bundle of its own)."""
+    and the site's keys for it (the site has no kubernetes section, so no bundle of its own)."""
     host_vars = {MIRROR: HOST_VARS.format(n=11), CLIENT: HOST_VARS.format(n=12)}
-    signatures = sign_bundle(bundle, keys)
     all_vars = (group_vars(SITE, "10.68.0.1", lab_key=True) + f"site_mirror_bundle: {bundle}\n"
                 + f"site_mirror_apt_signatures: {signatures}\n"
-                + f"site_mirror_apt_key_file: {site_keys.apt_key_file(SITE, keys / 'sites')}\n")
+                + f"site_mirror_apt_key_file: {site_keys.apt_key_file(SITE, keys / 'sites')}\n"
+                + f"site_mirror_registry_ca_file: {site_keys.registry_ca_file(SITE, keys / 'sites')}\n")
     return build_site(root, SITE, SITE_YAML, host_vars, all_vars)
 
 
 class Runs:
     def __init__(self, project: Path, manifest: Manifest, first: RunResult, second: RunResult,
-                 containerd: tuple[RunResult, RunResult], keys: Path) -> None:
-        self.project, self.manifest, self.keys = project, manifest, keys
+                 containerd: tuple[RunResult, RunResult], keys: Path, bundle: Path) -> None:
+        self.project, self.manifest, self.keys, self.bundle = project, manifest, keys, bundle
         self.first, self.second, self.containerd = first, second, containerd
 
 
@@ -147,7 +162,8 @@ def runs(tmp_path_factory, pytestconfig):
     bundle = tmp_path_factory.mktemp("mirrortest-bundle") / "bundle"
     manifest = build_bundle(bundle)
     keys = tmp_path_factory.mktemp("mirrortest-keys")
-    root = write_site(tmp_path_factory.mktemp("mirrortest-root"), bundle, keys)
+    signatures, keys_env = prepare_keys(bundle, keys)
+    root = write_site(tmp_path_factory.mktemp("mirrortest-root"), bundle, keys, signatures)
     try:
         status = lab.up(SITE, root, progress=lambda line: None)
         assert status.up, "\n".join(status.lines())
@@ -155,12 +171,12 @@ def runs(tmp_path_factory, pytestconfig):
         render_project(load_site(SITE, root), project)
         validate = run_playbook(project, "validate.yml")
         assert validate.ok, validate.summary()
-        first = run_playbook(project, "os.yml")
-        second = run_playbook(project, "os.yml")
+        first = run_playbook(project, "os.yml", envvars=keys_env)
+        second = run_playbook(project, "os.yml", envvars=keys_env)
         (project / CONTAINERD_PLAYBOOK).write_text(CONTAINERD_PLAY)
         containerd = (run_playbook(project, CONTAINERD_PLAYBOOK), run_playbook(project, CONTAINERD_PLAYBOOK))
         print("\nsite mirror lab: " + "\n  ".join(run.summary() for run in (first, second, *containerd)))
-        yield Runs(project, manifest, first, second, containerd, keys)
+        yield Runs(project, manifest, first, second, containerd, keys, bundle)
     finally:
         lab.down(SITE, progress=lambda line: None)
 
@@ -170,9 +186,14 @@ def on_node(host: str, command: str, timeout_s: float = 60.0) -> str:
     return lab.ssh(lab_state, lab_state.node(host), command, timeout_s=timeout_s).stdout
 
 
-def http(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
-    """Status, headers and body of one request from the controller (no proxy: the lab's own network)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+def http(url: str, method: str = "GET", headers: dict[str, str] | None = None, ca: Path | None = None
+         ) -> tuple[int, dict, bytes]:
+    """Status, headers and body of one request from the controller (no proxy: the lab's own network);
+    over TLS checked against `ca` alone."""
+    handlers = [urllib.request.ProxyHandler({})]
+    if ca is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=str(ca))))
+    opener = urllib.request.build_opener(*handlers)
     request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with opener.open(request, timeout=10) as response:
@@ -196,16 +217,61 @@ def test_the_client_installs_a_package_from_the_mirror(runs):
     assert on_node(CLIENT, f"cat {PACKAGE_FILE}") == "served by the site mirror\n"
 
 
-def test_the_registry_lists_the_image(runs):
-    status, _, body = http(f"http://{REGISTRY}/v2/_catalog")
+def ca_file(runs) -> Path:
+    return site_keys.registry_ca_file(SITE, runs.keys / "sites")
+
+
+def test_the_registry_lists_the_image_to_anyone_over_tls(runs):
+    status, _, body = http(f"https://{REGISTRY}/v2/_catalog", ca=ca_file(runs))
     assert (status, json.loads(body)["repositories"]) == (200, [IMAGE])
 
 
 def test_the_registry_serves_the_manifests_digest(runs):
     wanted = next(artifact for artifact in runs.manifest.artifacts if artifact.kind == "image").digest
-    status, headers, _ = http(f"http://{REGISTRY}/v2/{IMAGE}/manifests/{TAG}", "HEAD",
-                              {"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    status, headers, _ = http(f"https://{REGISTRY}/v2/{IMAGE}/manifests/{TAG}", "HEAD",
+                              {"Accept": "application/vnd.oci.image.manifest.v1+json"}, ca=ca_file(runs))
     assert (status, headers.get("Docker-Content-Digest")) == (200, wanted)
+
+
+def test_the_registry_refuses_plain_http(runs):
+    """nginx alone takes the registry's port, TLS only: a plain request gets 400, docker-registry
+    itself listens on the mirror host's loopback only."""
+    assert http(f"http://{REGISTRY}/v2/{IMAGE}/manifests/{TAG}", "HEAD")[0] == 400
+    listening = on_node(MIRROR, "ss -ltnH")
+    assert re.search(r"127\.0\.0\.1:5001\s", listening) and not re.search(r"(0\.0\.0\.0|\*|\[::\]):5001\s", listening), listening
+
+
+def test_the_registry_is_not_trusted_without_the_sites_ca(runs):
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        http(f"https://{REGISTRY}/v2/_catalog")  # this machine's own trust store alone
+
+
+def test_an_unauthenticated_push_is_refused_and_an_authenticated_one_taken(runs, tmp_path):
+    """skopeo from the controller, as the role pushes, checking the site's CA: without the push
+    credential (and with a wrong one) the registry refuses; with it the image lands, under its digest."""
+    source = f"oci:{runs.bundle}/images/{IMAGE}_{TAG}:{TAG}"
+    push = ["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-cert-dir", str(ca_file(runs).parent)]
+    refused = subprocess.run([*push, source, f"docker://{REGISTRY}/{IMAGE}:refused"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "authentication required" in refused.stderr, refused.stderr
+    wrong = subprocess.run([*push, "--dest-creds", "rackform-push:not-the-password", source,
+                            f"docker://{REGISTRY}/{IMAGE}:refused"], capture_output=True, text=True)
+    assert wrong.returncode != 0, wrong.stderr
+    keys = site_keys.ensure_registry(site_vault(runs.keys), MIRROR_ADDRESS, (MIRROR,))
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"auths": {REGISTRY: {"auth": base64.b64encode(
+        f"{keys.push_user}:{keys.push_password}".encode()).decode()}}}))
+    taken = subprocess.run([*push, "--dest-authfile", str(auth), source, f"docker://{REGISTRY}/{IMAGE}:taken"],
+                           capture_output=True, text=True)
+    assert taken.returncode == 0, taken.stderr
+    status, headers, _ = http(f"https://{REGISTRY}/v2/{IMAGE}/manifests/refused", "HEAD",
+                              {"Accept": "application/vnd.oci.image.manifest.v1+json"}, ca=ca_file(runs))
+    assert status == 404
+
+
+def test_a_node_cannot_push_without_the_credential(runs):
+    said = on_node(CLIENT, f"curl -s -o /dev/null -w '%{{http_code}}' --cacert {CERTS_D}/{REGISTRY}/ca.crt "
+                           f"-X POST https://{REGISTRY}/v2/{IMAGE}/blobs/uploads/")
+    assert said == "401", said
 
 
 def test_the_charts_are_served(runs):
@@ -279,19 +345,43 @@ def test_the_clients_containerd_configuration_names_only_the_mirror(runs):
     assert [host for host in UPSTREAM_HOSTS if host in text] == []
 
 
-def test_the_clients_registry_hosts_are_the_mirrors_alone(runs):
+def test_the_clients_registry_hosts_are_the_mirrors_alone_over_tls(runs):
     names = on_node(CLIENT, f"find {CERTS_D} -mindepth 1 -maxdepth 1 -type d -printf '%f\\n'").split()
     hosts = on_node(CLIENT, f"cat {CERTS_D}/{REGISTRY}/hosts.toml")
-    assert (names, tomllib.loads(hosts)) == (
-        [REGISTRY], {"server": f"http://{REGISTRY}", "capabilities": ["pull", "resolve"]})
+    assert (names, tomllib.loads(hosts)) == ([REGISTRY], {
+        "server": f"https://{REGISTRY}", "capabilities": ["pull", "resolve"], "ca": f"{CERTS_D}/{REGISTRY}/ca.crt"})
+    assert on_node(CLIENT, f"cat {CERTS_D}/{REGISTRY}/ca.crt") == ca_file(runs).read_text()
     assert [host for host in UPSTREAM_HOSTS if host in hosts] == []
 
 
-def test_containerd_pulls_the_image_from_the_mirror(runs):
-    # No --plain-http: the registry's hosts.toml says how to reach it, as it does for the CRI.
+def test_a_node_trusts_the_sites_ca(runs):
+    """In the system trust store's folder of local CAs (the lab's image has no ca-certificates
+    package to rebuild the store from it: a site's nodes do), and for the registry: curl on the
+    node, given the CA containerd uses, reaches the registry over TLS; without it, it does not."""
+    assert on_node(CLIENT, f"cat /usr/local/share/ca-certificates/{SITE}-mirror-ca.crt") == ca_file(runs).read_text()
+    url = f"https://{REGISTRY}/v2/{IMAGE}/manifests/{TAG}"
+    accept = "-H 'Accept: application/vnd.oci.image.manifest.v1+json'"
+    assert on_node(CLIENT, f"curl -s -o /dev/null -w '%{{http_code}}' {accept} -I --cacert {CERTS_D}/{REGISTRY}/ca.crt {url}") == "200"
+    lab_state = state.require(SITE)
+    untrusted = lab.ssh(lab_state, lab_state.node(CLIENT), f"curl -s -o /dev/null -I {url}", check=False)
+    assert untrusted.returncode != 0
+
+
+def test_containerd_pulls_the_image_from_the_mirror_over_tls(runs):
+    # No --plain-http: the registry's hosts.toml says how to reach it (https, the site's CA), as
+    # it does for the CRI.
     reference = f"{REGISTRY}/{IMAGE}:{TAG}"
     started = time.monotonic()
     on_node(CLIENT, f"ctr -n k8s.io images pull --hosts-dir {CERTS_D} {reference}", timeout_s=120)
     print(f"\nctr pull {reference}: {time.monotonic() - started:.1f} s")
     wanted = next(artifact for artifact in runs.manifest.artifacts if artifact.kind == "image").digest
     assert wanted in on_node(CLIENT, f"ctr -n k8s.io images ls name=={reference}")
+    pinned = f"{REGISTRY}/{IMAGE}:{TAG}@{wanted}"
+    on_node(CLIENT, f"ctr -n k8s.io images pull --hosts-dir {CERTS_D} {pinned}", timeout_s=120)
+
+
+def test_a_pull_over_plain_http_is_refused(runs):
+    lab_state = state.require(SITE)
+    done = lab.ssh(lab_state, lab_state.node(CLIENT),
+                   f"ctr -n k8s.io images pull --plain-http {REGISTRY}/{IMAGE}:{TAG}", timeout_s=60, check=False)
+    assert done.returncode != 0 and "400 Bad Request" in done.stdout + done.stderr, done.stdout + done.stderr

@@ -88,8 +88,8 @@ def bundle_with_packages(built_bundles: Path, tmp_path: Path, monkeypatch) -> Pa
 
     from rackform.mirror import apt_repo, debs, site_keys
 
-    if not all(shutil.which(tool) for tool in ("gpg", "gpgv", "dpkg-deb")):
-        pytest.skip("needs gpg, gpgv and dpkg-deb")
+    if not all(shutil.which(tool) for tool in ("gpg", "gpgv", "dpkg-deb", "openssl")):
+        pytest.skip("needs gpg, gpgv, dpkg-deb and openssl")
     bundle = built_bundles / "kubernetes-1.36.1"
     debs.build(debs.DebSpec("rackform-probe", "1.0-1", "probe\nA test package.", {"/etc/probe": "probe\n"}),
                bundle / "apt")
@@ -100,32 +100,53 @@ def bundle_with_packages(built_bundles: Path, tmp_path: Path, monkeypatch) -> Pa
     return bundle
 
 
-def test_a_deploy_signs_the_bundles_apt_repository_with_the_sites_key_before_the_os_stage(
-        site_root: Path, bundle_with_packages: Path, runs, tmp_path: Path):
+def test_a_deploy_makes_the_sites_mirror_keys_before_the_os_stage_and_gives_the_run_the_hosts_vault(
+        site_root: Path, bundle_with_packages: Path, runs, tmp_path: Path, monkeypatch):
     from rackform.mirror import apt_signing, site_keys
     from rackform.secrets import SiteVault
 
+    given: dict[str, str] = {}
+    real_run = deploy_module.run_playbook
+
+    def run_playbook(project_dir: Path, playbook: str, **options) -> RunResult:
+        given.update(options.get("envvars") or {})
+        return real_run(project_dir, playbook, **options)
+
+    monkeypatch.setattr(deploy_module, "run_playbook", run_playbook)
     run_stages("lab", site_root, ["os"])
     signatures = tmp_path / "sites" / "lab" / "kubernetes-1.36.1"
-    key = site_keys.ensure_apt_key(SiteVault("lab"))
+    vault = SiteVault("lab")
+    key = site_keys.ensure_apt_key(vault)
     assert apt_signing.verify_release(bundle_with_packages / "apt" / "Release", signatures, key.public) == []
     assert (tmp_path / "sites" / "lab" / "apt-signing-key.asc").read_text() == key.public
+    registry = site_keys.ensure_registry(vault, "10.10.0.11", ("mgmt-1",))
+    assert (tmp_path / "sites" / "lab" / "registry-ca.crt").read_text() == registry.ca.cert
     told = (site_root / "build" / "lab" / "inventory" / "group_vars" / "all" / "mirror.yml").read_text()
     assert f"site_mirror_apt_signatures: \"{signatures}\"" in told, told
     assert runs == ["validate.yml", "os.yml"]
+    # the run can read the mirror host's vault file, and nothing secret is in its environment
+    assert (given["RACKFORM_MIRROR_HOST_VAULT"], given["ANSIBLE_VAULT_PASSWORD_FILE"]) == (
+        str(vault.directory / "mirror_host_vault.yml"), str(vault.password_file))
+    assert registry.push_password not in str(given)
 
 
-def test_stages_that_do_not_serve_the_mirror_sign_nothing(site_root: Path, bundle_with_packages: Path, runs,
-                                                          tmp_path: Path):
-    run_stages("lab", site_root, ["kubernetes"])
+def test_stages_that_do_not_use_the_mirror_make_no_mirror_keys(site_root: Path, bundle_with_packages: Path, runs,
+                                                               tmp_path: Path):
+    run_stages("lab", site_root, ["provision", "fabric"])
     assert not (tmp_path / "sites").exists() and not (tmp_path / "secrets" / "lab" / "mirror_vault.yml").exists()
+
+
+def test_the_kubernetes_stage_gets_the_sites_ca_for_containerd(site_root: Path, bundle_with_packages: Path, runs,
+                                                               tmp_path: Path):
+    run_stages("lab", site_root, ["kubernetes"])
+    assert (tmp_path / "sites" / "lab" / "registry-ca.crt").read_text().startswith("-----BEGIN CERTIFICATE-----")
 
 
 def test_a_vault_that_cannot_be_opened_stops_the_deploy_before_anything_runs(
         site_root: Path, bundle_with_packages: Path, runs, tmp_path: Path, monkeypatch, capsys):
     monkeypatch.setenv("RACKFORM_VAULT_PASSWORD_FILE", str(tmp_path / "no-such-password"))
     assert cli.main(["deploy", "lab", "--root", str(site_root), "--stage", "os"]) == 1
-    assert "the site mirror's apt repository cannot be signed: no vault password file" in capsys.readouterr().err
+    assert "the site mirror's keys cannot be made or read: no vault password file" in capsys.readouterr().err
     assert runs == []
 
 

@@ -16,8 +16,8 @@ import pytest
 from rackform.mirror import apt_repo, apt_signing, debs, site_keys
 from rackform.secrets import SiteVault
 
-pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("gpg", "gpgv", "dpkg-deb", "apt-get")),
-                                reason="needs gpg, gpgv, dpkg-deb and apt-get")
+pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("gpg", "gpgv", "dpkg-deb", "apt-get", "openssl")),
+                                reason="needs gpg, gpgv, dpkg-deb, apt-get and openssl")
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +147,14 @@ def test_rackform_mirror_sign_signs_what_a_deploy_would(bundle, tmp_path, monkey
     monkeypatch.delenv("RACKFORM_VAULT_PASSWORD_FILE", raising=False)
     root = Path(__file__).resolve().parents[2]
     assert main(["mirror", "sign", "lab", "--root", str(root), "--bundles", str(bundles)]) == 0
-    key = site_keys.ensure_apt_key(SiteVault("lab"))
+    vault = SiteVault("lab")
+    key = site_keys.ensure_apt_key(vault)
     signatures = tmp_path / "sites" / "lab" / "kubernetes-1.36.1"
-    assert key.fingerprint in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert key.fingerprint in said
+    assert (f"RACKFORM_MIRROR_HOST_VAULT={vault.directory / 'mirror_host_vault.yml'} "
+            f"ANSIBLE_VAULT_PASSWORD_FILE={vault.password_file}") in said
+    assert (tmp_path / "sites" / "lab" / "registry-ca.crt").is_file()
     assert apt_signing.verify_release(bundles / "kubernetes-1.36.1" / "apt" / "Release", signatures, key.public) == []
 
 

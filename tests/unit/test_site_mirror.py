@@ -65,6 +65,7 @@ def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
         # rackform serves this mirror: the site's own key and its signature over that bundle
         "site_mirror_apt_key_file": "/var/lib/rackform/mirror/sites/lab/apt-signing-key.asc",
         "site_mirror_apt_signatures": "/var/lib/rackform/mirror/sites/lab/kubernetes-1.36.1",
+        "site_mirror_registry_ca_file": "/var/lib/rackform/mirror/sites/lab/registry-ca.crt",
     }
 
 
@@ -74,7 +75,8 @@ def test_a_mirror_machine_outside_the_design_is_given_by_address(lab_files):
     assert "site_mirror_host" not in values
     assert (values["site_mirror_address"], values["site_mirror_registry"]) == ("10.10.0.50", "10.10.0.50:5000")
     # rackform does not serve it, so it signs nothing for it
-    assert ("site_mirror_apt_key_file" in values, "site_mirror_apt_signatures" in values) == (False, False)
+    assert [key for key in ("site_mirror_apt_key_file", "site_mirror_apt_signatures", "site_mirror_registry_ca_file")
+            if key in values] == []
 
 
 def test_a_site_that_is_not_air_gapped_sends_the_public_registries_to_its_mirror(lab_files):

@@ -50,6 +50,12 @@ MIRROR = {
     "site_name": "lab",
 }
 PUBLIC_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEstandin\n-----END PGP PUBLIC KEY BLOCK-----\n"
+CA_FILE = "/var/lib/rackform/mirror/sites/lab/registry-ca.crt"
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBstandin\n-----END CERTIFICATE-----\n"
+TLS = {**MIRROR, "site_mirror_registry_ca_file": CA_FILE}
+"""The registry over TLS: what rackform renders for a mirror it serves with the site's keys."""
+HOST_SECRETS = {"rackform_mirror_host": {"tls_cert": "CERT", "tls_key": "KEY", "push_user": "rackform-push",
+                                         "push_password": "pw", "push_htpasswd": "rackform-push:$6$hash"}}
 
 
 @pytest.fixture(scope="module")
@@ -156,10 +162,44 @@ def test_the_http_port_follows_the_apt_url(files):
     assert "listen 8081;" in site
 
 
-def test_the_registry_listens_on_the_registrys_port_with_debians_storage_and_no_auth(files):
+def test_without_the_sites_ca_the_registry_listens_on_the_registrys_port_over_plain_http(files):
     config = yaml.safe_load(render(files, "site_mirror", "registry-config.yml.j2", **MIRROR))
     assert (config["http"]["addr"], config["storage"]["filesystem"]["rootdirectory"], "auth" in config) == (
         ":5000", "/var/lib/docker-registry", False)
+
+
+def test_with_the_sites_ca_the_registry_listens_on_loopback_behind_nginx(files):
+    config = yaml.safe_load(render(files, "site_mirror", "registry-config.yml.j2", **TLS))
+    assert (config["http"]["addr"], config["http"]["relativeurls"], "auth" in config) == ("127.0.0.1:5001", True, False)
+
+
+def registry_site(files) -> str:
+    return render(files, "site_mirror", "rackform-registry.nginx.j2", **TLS)
+
+
+def test_nginx_takes_the_registrys_port_over_tls_only(files):
+    site = registry_site(files)
+    assert re.findall(r"^\s*(listen|ssl_certificate|ssl_certificate_key|ssl_protocols) ([^;]+);", site, flags=re.MULTILINE) == [
+        ("listen", "5000 ssl"), ("ssl_certificate", "/etc/nginx/rackform-registry/tls.crt"),
+        ("ssl_certificate_key", "/etc/nginx/rackform-registry/tls.key"), ("ssl_protocols", "TLSv1.2 TLSv1.3")]
+    assert set(re.findall(r"proxy_pass (\S+);", site)) == {"http://127.0.0.1:5001"}
+
+
+def locations(site: str) -> dict[str, str]:
+    """nginx location -> its block's text (one level of nested braces)."""
+    return {match.group(1): match.group(2)
+            for match in re.finditer(r"location ([^{]+?) \{((?:[^{}]|\{[^{}]*\})*)\}", site)}
+
+
+def test_pushes_and_the_version_check_need_the_push_credential_pulls_do_not(files):
+    found = locations(registry_site(files))
+    assert set(found) == {"= /v2/", "/v2/", "/"}
+    assert "auth_basic_user_file /etc/nginx/rackform-registry/push.htpasswd;" in found["= /v2/"]
+    limited = re.search(r"limit_except GET \{([^}]*)\}", found["/v2/"])
+    assert limited and "auth_basic_user_file /etc/nginx/rackform-registry/push.htpasswd;" in limited.group(1)
+    # outside limit_except nothing asks GET (and HEAD) for a credential
+    assert "auth_basic" not in found["/v2/"].replace(limited.group(0), "")
+    assert "return 404;" in found["/"]
 
 
 def test_only_missing_servers_are_installed_and_only_ever_present(files):
@@ -171,7 +211,41 @@ def test_only_missing_servers_are_installed_and_only_ever_present(files):
 def test_server_changes_reload_nginx_and_restart_the_registry(files):
     notified = {task["name"]: task.get("notify") for task in all_tasks(files, "site_mirror") if "notify" in task}
     assert notified == {"Serve the apt repository and charts with nginx": "Reload nginx",
-                        "Configure the registry": "Restart docker-registry"}
+                        "Configure the registry": "Restart docker-registry",
+                        "Install the registry's certificate": "Reload nginx",
+                        "Install the registry's key": "Reload nginx",
+                        "Serve the registry over TLS with nginx": "Reload nginx"}
+
+
+def test_the_registry_leaves_its_port_before_nginx_takes_it(files):
+    """A mirror host moved to TLS: docker-registry, on :5000 until now, restarts on loopback
+    (flushed right after its configuration) before nginx's site for :5000 is even written."""
+    names = [task["name"] for task in role_yaml(files, "site_mirror", "tasks/server.yml")]
+    assert (names.index("Configure the registry") < names.index("Apply a changed registry configuration before nginx takes its port")
+            < names.index("Serve the apt repository and charts with nginx")
+            < names.index("The registry's TLS and push credential for nginx"))
+    handlers = [handler["name"] for handler in role_yaml(files, "site_mirror", "handlers/main.yml")]
+    assert handlers == ["Restart docker-registry", "Reload nginx"]
+
+
+def test_the_registrys_key_and_push_credential_never_reach_a_log(files):
+    for name in ("Install the registry's key", "Install the push credential (a SHA-512 crypt hash)",
+                 "Read the mirror host's keys (the registry's certificate and key, the push credential)",
+                 "Write the push credential for skopeo", "Check that the push credential is taken"):
+        assert task(files, "site_mirror", name)["no_log"] is True, name
+    look = task(files, "site_mirror", "Compare the host with what this role sets (changes nothing)")
+    assert (evaluate(files, "site_mirror", look["no_log"], **TLS), evaluate(files, "site_mirror", look["no_log"], **MIRROR)) == (
+        True, False)
+
+
+def test_the_mirror_hosts_keys_are_read_from_the_vault_file_the_run_names(files, monkeypatch):
+    monkeypatch.setenv("RACKFORM_MIRROR_HOST_VAULT", "/secrets/lab/mirror_host_vault.yml")
+    read = task(files, "site_mirror", "Read the mirror host's keys (the registry's certificate and key, the push credential)")
+    assert evaluate(files, "site_mirror", read["ansible.builtin.include_vars"]["file"], **TLS) == (
+        "/secrets/lab/mirror_host_vault.yml")
+    check = task(files, "site_mirror", "Check that the mirror host's keys are given (the registry over TLS)")
+    assert (check["when"], "rackform mirror sign" in check["ansible.builtin.assert"]["fail_msg"]) == (
+        "site_mirror_tls | bool", True)
 
 
 # --- site_mirror: what is copied
@@ -258,23 +332,60 @@ def test_an_image_is_pushed_only_where_the_registry_lacks_its_digest(files, answ
 
 def test_skopeo_pushes_the_oci_layout_to_the_registry_keeping_its_digest(files):
     push = task(files, "site_mirror", "Push the images the registry lacks (skopeo, from the controller)")
-    argv = evaluate(files, "site_mirror", push["ansible.builtin.command"]["argv"], **MIRROR, item={"item": IMAGE})
+    argv = evaluate(files, "site_mirror", push["ansible.builtin.command"]["argv"], **MIRROR, **push["vars"], item={"item": IMAGE})
     assert argv == ["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
                     f"oci:{BUNDLE}/images/kube-apiserver_v1.36.3:v1.36.3", f"docker://{REGISTRY}/kube-apiserver:v1.36.3"]
     assert (push["delegate_to"], push["changed_when"]) == ("localhost", True)
 
 
-def test_the_registry_is_asked_by_name_and_tag_from_the_controller(files):
+def test_over_tls_skopeo_checks_the_sites_ca_and_logs_in_from_a_file_of_this_run(files):
+    push = task(files, "site_mirror", "Push the images the registry lacks (skopeo, from the controller)")
+    argv = evaluate(files, "site_mirror", push["ansible.builtin.command"]["argv"], **TLS, **push["vars"], item={"item": IMAGE},
+                    site_mirror_auth_file={"path": "/tmp/ansible.auth.json"})
+    assert argv == ["skopeo", "copy", "--quiet", "--preserve-digests",
+                    "--dest-cert-dir", "/var/lib/rackform/mirror/sites/lab", "--dest-authfile", "/tmp/ansible.auth.json",
+                    f"oci:{BUNDLE}/images/kube-apiserver_v1.36.3:v1.36.3", f"docker://{REGISTRY}/kube-apiserver:v1.36.3"]
+    auth = task(files, "site_mirror", "Write the push credential for skopeo")["ansible.builtin.copy"]
+    written = json.loads(evaluate(files, "site_mirror", auth["content"], **TLS, site_mirror_host_secrets=HOST_SECRETS))
+    assert (written, auth["mode"]) == ({"auths": {REGISTRY: {"auth": "cmFja2Zvcm0tcHVzaDpwdw=="}}}, "0600")
+    block = next(task for task in role_yaml(files, "site_mirror", "tasks/images.yml") if "block" in task)
+    assert [step["name"] for step in block["always"]] == ["Remove the push credential's file"]
+
+
+@pytest.mark.parametrize(("answers", "any_pushed"), [
+    ([{"docker_content_digest": "sha256:aaaa", "item": IMAGE}], False),
+    ([{"docker_content_digest": "sha256:aaaa", "item": IMAGE}, {"item": {**IMAGE, "digest": "sha256:cccc"}}], True),
+    ([{"docker_content_digest": "sha256:bbbb", "item": IMAGE}], True),
+])
+def test_the_push_credential_is_written_only_where_an_image_is_pushed(files, answers, any_pushed):
+    decide = task(files, "site_mirror", "Decide whether any image is to be pushed")
+    assert evaluate(files, "site_mirror", decide["ansible.builtin.set_fact"]["site_mirror_push_any"], **TLS,
+                    site_mirror_registry_answers={"results": answers}) is any_pushed
+
+
+@pytest.mark.parametrize(("given", "url", "ca"), [
+    (MIRROR, f"http://{REGISTRY}/v2/kube-apiserver/manifests/v1.36.3", None),
+    (TLS, f"https://{REGISTRY}/v2/kube-apiserver/manifests/v1.36.3", CA_FILE),
+])
+def test_the_registry_is_asked_by_name_and_tag_from_the_controller(files, given, url, ca):
     ask = task(files, "site_mirror", "Ask the registry for the digest of each image of the bundle")
-    url = evaluate(files, "site_mirror", ask["ansible.builtin.uri"]["url"], **MIRROR, item=IMAGE)
-    assert (url, ask["ansible.builtin.uri"]["method"], ask["delegate_to"]) == (
-        f"http://{REGISTRY}/v2/kube-apiserver/manifests/v1.36.3", "HEAD", "localhost")
+    uri = evaluate(files, "site_mirror", {key: ask["ansible.builtin.uri"][key] for key in ("url", "ca_path")}, **given,
+                   item=IMAGE, omit=None)
+    assert (uri["url"], uri["ca_path"], ask["ansible.builtin.uri"]["method"], ask["delegate_to"]) == (url, ca, "HEAD", "localhost")
 
 
-def test_the_role_ends_by_asking_for_the_apt_index_its_signature_and_the_registry_api(files):
-    check = task(files, "site_mirror", "Check that the mirror answers (apt index and signature, registry API)")
+def test_the_role_ends_by_asking_for_the_apt_index_and_its_signature(files):
+    check = task(files, "site_mirror", "Check that the mirror answers (apt index and signature)")
     assert evaluate(files, "site_mirror", check["loop"], **MIRROR) == [
-        "http://10.1.0.11:8080/apt/Packages", "http://10.1.0.11:8080/apt/InRelease", f"http://{REGISTRY}/v2/"]
+        "http://10.1.0.11:8080/apt/Packages", "http://10.1.0.11:8080/apt/InRelease"]
+
+
+@pytest.mark.parametrize(("given", "url", "status"), [(MIRROR, f"http://{REGISTRY}/v2/", 200),
+                                                      (TLS, f"https://{REGISTRY}/v2/", 401)])
+def test_the_role_ends_by_asking_the_registry_which_over_tls_wants_the_push_credential(files, given, url, status):
+    check = task(files, "site_mirror", "Check that the registry answers, and over TLS asks for the push credential")
+    uri = evaluate(files, "site_mirror", {key: check["ansible.builtin.uri"][key] for key in ("url", "status_code")}, **given)
+    assert (uri["url"], int(uri["status_code"])) == (url, status)
 
 
 # --- mirror_client
@@ -324,6 +435,18 @@ def test_the_client_compares_the_signed_release_the_mirror_serves(files, tmp_pat
     (tmp_path / "InRelease").write_text("-----BEGIN PGP SIGNED MESSAGE-----\nsigned\n")
     assert evaluate(files, "mirror_client", "{{ mirror_client_release }}",
                     **{**MIRROR, "site_mirror_apt_signatures": str(tmp_path)}) == "-----BEGIN PGP SIGNED MESSAGE-----\nsigned\n"
+
+
+def test_every_server_trusts_the_sites_ca_system_wide(files, tmp_path):
+    (tmp_path / "registry-ca.crt").write_text(CA_PEM)
+    given = {**MIRROR, "site_mirror_registry_ca_file": str(tmp_path / "registry-ca.crt")}
+    install = task(files, "mirror_client", "Install the site mirror's CA certificate")["ansible.builtin.copy"]
+    assert evaluate(files, "mirror_client", {"content": install["content"], "dest": install["dest"]}, **given) == {
+        "content": CA_PEM, "dest": "/usr/local/share/ca-certificates/lab-mirror-ca.crt"}
+    assert task(files, "mirror_client", "Install the site mirror's CA certificate")["notify"] == "Rebuild the system trust store"
+    rebuild = role_yaml(files, "mirror_client", "handlers/main.yml")[0]
+    assert (rebuild["name"], rebuild["ansible.builtin.command"]) == ("Rebuild the system trust store", {
+        "argv": ["{{ mirror_client_update_ca }}"], "removes": "{{ mirror_client_update_ca }}"})
 
 
 def test_the_client_does_nothing_without_a_mirror(files):
@@ -398,6 +521,24 @@ def test_every_registry_file_is_marked_as_the_roles_so_only_those_are_ever_remov
             if path.endswith("/hosts.toml") and not content.startswith("# Written by rackform (role containerd)")] == []
     find = task(files, "containerd", "Find the registry folders this role wrote before")["ansible.builtin.find"]
     assert re.search(find["contains"], next(iter(written.values())))
+
+
+def test_over_tls_containerd_checks_the_mirror_against_the_sites_ca_alone(files):
+    connected = {**TLS, "site_mirror_air_gapped": False, "site_mirror_upstream_registries": ["registry.example"]}
+    written = registry_hosts(files, **connected, containerd_mirror_ca=CA_PEM)
+    ca = f"{CERTS_D}/{REGISTRY}/ca.crt"
+    assert written[ca] == CA_PEM
+    assert hosts_toml(files, REGISTRY, **connected, containerd_mirror_ca=CA_PEM) == {
+        "server": f"https://{REGISTRY}", "capabilities": ["pull", "resolve"], "ca": ca}
+    assert hosts_toml(files, "registry.example", **connected, containerd_mirror_ca=CA_PEM) == {
+        "host": {f"https://{REGISTRY}": {"capabilities": ["pull", "resolve"], "ca": ca}}}
+
+
+def test_containerd_reads_the_sites_ca_on_the_controller(files, tmp_path):
+    (tmp_path / "registry-ca.crt").write_text(CA_PEM)
+    given = {**MIRROR, "site_mirror_registry_ca_file": str(tmp_path / "registry-ca.crt")}
+    assert evaluate(files, "containerd", "{{ containerd_mirror_ca }}", group_names=["k8s_cluster"], **given) == CA_PEM
+    assert evaluate(files, "containerd", "{{ containerd_mirror_ca }}", group_names=["k8s_cluster"], **MIRROR) == ""
 
 
 def test_the_sandbox_images_tag_follows_pod_infra_version(files):
