@@ -97,6 +97,8 @@ def known_hosts_file(site: Site) -> str:
             continue
         if not keys and getattr(node, "os", None) != "unmanaged":  # an unmanaged switch has no SSH of ours
             missing.append(node.name)
+        if not keys:  # no line to write: the names are not worked out (most machines of a new site)
+            continue
         port = ports.get(node.name, DEFAULT_SSH_PORT)
         names = ",".join(known_hosts_name(str(name), port)
                          for name in (node.management_address, node.name, f"{node.name}.{domain}") if name)
