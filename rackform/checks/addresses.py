@@ -51,6 +51,17 @@ def _nodes(site: Site) -> Iterator[Host | Switch]:
     yield from site.switches.values()
 
 
+_PORT_KEYS: dict[str, tuple[str, str, str]] = {}
+"""port -> its address key, its MAC key and its line's key: a site names a few ports, 20k times."""
+
+
+def _port_keys(port: str) -> tuple[str, str, str]:
+    keys = _PORT_KEYS.get(port)
+    if keys is None:
+        keys = _PORT_KEYS[port] = (f"fabric_ports.{port}.address", f"fabric_ports.{port}.mac", f"fabric_ports.{port}")
+    return keys
+
+
 def assigned_addresses(site: Site) -> Iterator[tuple[IPv4Address, Assigned]]:
     """Every management, BMC and fabric address of every host and switch."""
     for node in _nodes(site):
@@ -60,23 +71,13 @@ def assigned_addresses(site: Site) -> Iterator[tuple[IPv4Address, Assigned]]:
             if node.bmc_address is not None:
                 yield node.bmc_address, Assigned(node, "bmc_address", "bmc_address")
             for port, interface in node.fabric_addresses.items():
-                yield interface.ip, Assigned(node, f"fabric_ports.{port}.address", f"fabric_ports.{port}")
+                address_key, _mac_key, line_key = _port_keys(port)
+                yield interface.ip, Assigned(node, address_key, line_key)
 
 
 def assigned_address_list(site: Site) -> tuple[tuple[IPv4Address, Assigned], ...]:
     """assigned_addresses(site), listed once per run of the checks (three checks read it)."""
     return derived(site, "assigned_addresses", lambda site: tuple(assigned_addresses(site)))
-
-
-def _assigned_macs(site: Site) -> Iterator[tuple[str, Assigned]]:
-    for node in _nodes(site):
-        if node.management_mac is not None:
-            yield node.management_mac, Assigned(node, "management_mac", "management_mac")
-        if isinstance(node, Host):
-            if node.bmc_mac is not None:
-                yield node.bmc_mac, Assigned(node, "bmc_mac", "bmc_mac")
-            for port, mac in node.fabric_macs.items():
-                yield mac, Assigned(node, f"fabric_ports.{port}.mac", f"fabric_ports.{port}")
 
 
 def _networks(site: Site, *purposes: str) -> list[Network]:
@@ -96,21 +97,39 @@ def _usable_addresses(prefix: IPv4Network) -> int:
     return prefix.num_addresses if prefix.prefixlen >= 31 else prefix.num_addresses - 2
 
 
-def _in_prefix_findings(site: Site, check_name: str, purpose: str, uses: list[tuple[IPv4Address, Assigned]]):
+def _in_prefix_findings(site: Site, check_name: str, purpose: str, key: str,
+                        uses: list[tuple[IPv4Address, Host | Switch]]):
+    """A finding for each (address, its node's `key`) in none of the `purpose` networks.
+    The node's Assigned (its key and line) is only made for a finding: 10k of each per site."""
     networks = _networks(site, purpose)
     if not networks:
         if uses:
             yield Finding(
                 check_name, "error", _networks_loc(site), "networks",
-                f"{len(uses)} {uses[0][1].key} value(s) given but no network has purpose '{purpose}'; add one",
+                f"{len(uses)} {key} value(s) given but no network has purpose '{purpose}'; add one",
             )
         return
-    for address, use in uses:
-        if not any(address in network.prefix for network in networks):
+    ranges = _ranges(networks)
+    for address, node in uses:
+        if not _in_ranges(int(address), ranges):
+            use = Assigned(node, key, key)
             yield Finding(
                 check_name, "error", use.loc, use.path,
                 f"{address} is outside the {purpose} network {_shown(networks)}",
             )
+
+
+def _ranges(networks: list[Network]) -> list[tuple[int, int]]:
+    """(netmask, network address) of each network's prefix, as numbers: an address is in the
+    prefix when its number masked is the network's (what IPv4Network's `in` works out, in Python)."""
+    return [(int(network.prefix.netmask), int(network.prefix.network_address)) for network in networks]
+
+
+def _in_ranges(number: int, ranges: list[tuple[int, int]]) -> bool:
+    for mask, network in ranges:
+        if number & mask == network:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- checks
@@ -119,17 +138,15 @@ def _in_prefix_findings(site: Site, check_name: str, purpose: str, uses: list[tu
 @check
 def management_addresses_in_prefix(site: Site) -> Iterator[Finding]:
     """Every management address of a host or switch lies in a `management` network."""
-    uses = [(node.management_address, Assigned(node, "management_address", "management_address"))
-            for node in _nodes(site) if node.management_address is not None]
-    yield from _in_prefix_findings(site, "management_addresses_in_prefix", "management", uses)
+    uses = [(node.management_address, node) for node in _nodes(site) if node.management_address is not None]
+    yield from _in_prefix_findings(site, "management_addresses_in_prefix", "management", "management_address", uses)
 
 
 @check
 def bmc_addresses_in_prefix(site: Site) -> Iterator[Finding]:
     """Every BMC address lies in an `oob` network."""
-    uses = [(host.bmc_address, Assigned(host, "bmc_address", "bmc_address"))
-            for host in site.hosts.values() if host.bmc_address is not None]
-    yield from _in_prefix_findings(site, "bmc_addresses_in_prefix", "oob", uses)
+    uses = [(host.bmc_address, host) for host in site.hosts.values() if host.bmc_address is not None]
+    yield from _in_prefix_findings(site, "bmc_addresses_in_prefix", "oob", "bmc_address", uses)
 
 
 @check
@@ -137,11 +154,14 @@ def fabric_addresses_in_prefix(site: Site) -> Iterator[Finding]:
     """A fabric port's address lies in the fabric network of the switch it is cabled to
     (in any fabric network when that switch names none); the port exists on the host."""
     fabric_networks = _networks(site, *FABRIC_PURPOSES)
+    fabric_ranges = _ranges(fabric_networks)
+    ranges = dict(zip(site.networks, _ranges(list(site.networks.values()))))
     switch_of_port = {(link.host.name, link.host_port.name): link.switch for link in host_fabric_links(site)}
     for host in site.hosts.values():
         for port, interface in host.fabric_addresses.items():
             # The location and the key are only worked out for a finding: 20k ports at 10k nodes.
-            if host.ports.get(port) is None or host.ports[port].role != "fabric":
+            spec = host.ports.get(port)
+            if spec is None or spec.role != "fabric":
                 fabric_ports = [p.name for p in host.ports.values() if p.role == "fabric"]
                 yield Finding(
                     "fabric_addresses_in_prefix", "error", _var_loc(host, f"fabric_ports.{port}"),
@@ -150,17 +170,18 @@ def fabric_addresses_in_prefix(site: Site) -> Iterator[Finding]:
                     f"its fabric ports: {', '.join(fabric_ports) or 'none'}",
                 )
                 continue
+            number = int(interface)  # its address's number: `interface.ip in prefix`, in C (_in_ranges)
             switch = switch_of_port.get((host.name, port))
-            if switch is not None and switch.fabric in site.networks:
+            if switch is not None and switch.fabric in ranges:
                 network = site.networks[switch.fabric]
-                if interface.ip not in network.prefix:
+                if not _in_ranges(number, [ranges[switch.fabric]]):
                     yield Finding(
                         "fabric_addresses_in_prefix", "error", _var_loc(host, f"fabric_ports.{port}"),
                         f"{host.name}.fabric_ports.{port}.address",
                         f"{interface} is outside {network.name} ({network.prefix}), the fabric network of "
                         f"{switch.name} that {host.name}:{port} is cabled to",
                     )
-            elif not any(interface.ip in network.prefix for network in fabric_networks):
+            elif not _in_ranges(number, fabric_ranges):
                 yield Finding(
                     "fabric_addresses_in_prefix", "error", _var_loc(host, f"fabric_ports.{port}"),
                     f"{host.name}.fabric_ports.{port}.address",
@@ -171,29 +192,43 @@ def fabric_addresses_in_prefix(site: Site) -> Iterator[Finding]:
 @check
 def unique_addresses(site: Site) -> Iterator[Finding]:
     """No management, BMC or fabric address is given twice, across hosts and switches."""
-    first: dict[IPv4Address, Assigned] = {}
+    # Keyed by the address's number: an IPv4Address hashes through hex() in Python, and the
+    # site's 40k addresses are all distinct (equal numbers: equal IPv4 addresses).
+    first: dict[int, Assigned] = {}
     for address, use in assigned_address_list(site):
-        if address in first:
+        number = int(address)
+        if number in first:
             yield Finding(
                 "unique_addresses", "error", use.loc, use.path,
-                f"{address} is already {first[address]}: every address once",
+                f"{address} is already {first[number]}: every address once",
             )
         else:
-            first[address] = use
+            first[number] = use
 
 
 @check
 def unique_macs(site: Site) -> Iterator[Finding]:
     """No MAC address is given twice, across hosts and switches."""
-    first: dict[str, Assigned] = {}
-    for mac, use in _assigned_macs(site):
-        if mac in first:
-            yield Finding(
-                "unique_macs", "error", use.loc, use.path,
-                f"{mac} is already {first[mac]}: a MAC is unique per interface",
-            )
-        else:
-            first[mac] = use
+    first: dict[str, tuple[Host | Switch, str, str]] = {}  # Assigned's fields: made one only for a finding
+    for node in _nodes(site):
+        given = []
+        if node.management_mac is not None:
+            given.append((node.management_mac, "management_mac", "management_mac"))
+        if isinstance(node, Host):
+            if node.bmc_mac is not None:
+                given.append((node.bmc_mac, "bmc_mac", "bmc_mac"))
+            for port, mac in node.fabric_macs.items():
+                _address_key, mac_key, line_key = _port_keys(port)
+                given.append((mac, mac_key, line_key))
+        for mac, key, line_key in given:
+            if mac in first:
+                use = Assigned(node, key, line_key)
+                yield Finding(
+                    "unique_macs", "error", use.loc, use.path,
+                    f"{mac} is already {Assigned(*first[mac])}: a MAC is unique per interface",
+                )
+            else:
+                first[mac] = (node, key, line_key)
 
 
 @check
@@ -294,8 +329,9 @@ def api_vip_address(site: Site) -> Iterator[Finding]:
             "api_vip_address", "error", loc, "kubernetes.api_vip",
             f"{vip} is outside the management network {_shown(management) or '(none defined)'}",
         )
+    vip_number = int(vip)  # numbers compare in C, IPv4Address in Python: 40k times
     for address, use in assigned_address_list(site):
-        if address == vip:
+        if int(address) == vip_number:
             yield Finding(
                 "api_vip_address", "error", loc, "kubernetes.api_vip",
                 f"{vip} is also {use}: the VIP must be an address no host has",
@@ -311,8 +347,8 @@ def api_vip_address(site: Site) -> Iterator[Finding]:
 @check
 def gateway_addresses(site: Site) -> Iterator[Finding]:
     """A network's gateway is a host address inside its prefix that no host uses."""
-    gateways = {network.gateway for network in site.networks.values() if network.gateway is not None}
-    owners = {address: use for address, use in assigned_address_list(site) if address in gateways}
+    gateways = {int(network.gateway) for network in site.networks.values() if network.gateway is not None}
+    owners = {address: use for address, use in assigned_address_list(site) if int(address) in gateways}
     for name, network in site.networks.items():
         gateway = network.gateway
         if gateway is None:
