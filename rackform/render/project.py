@@ -82,13 +82,16 @@ def inventory_files(site: Site, inventory: Inventory) -> dict[str, bytes]:
     return files
 
 
-def render_files(site: Site) -> dict[str, bytes]:
-    """Every file of the site's project, keyed by path relative to the project root, sorted."""
+def render_files(site: Site, *, diagrams: bool = True) -> dict[str, bytes]:
+    """Every file of the site's project, keyed by path relative to the project root, sorted.
+
+    `diagrams=False` leaves out diagrams/, the rack elevations: for a render that is only
+    compared (`rackform plan`), since no stage reads them (rackform.render.digest)."""
     with cyclic_gc_paused():  # render only allocates (rackform.gc_pause)
-        return _render_files(site)
+        return _render_files(site, diagrams)
 
 
-def _render_files(site: Site) -> dict[str, bytes]:
+def _render_files(site: Site, diagrams: bool = True) -> dict[str, bytes]:
     inventory = build_inventory(site)
     inventory_bytes = inventory_files(site, inventory)
     text = switch_config_files(
@@ -97,7 +100,8 @@ def _render_files(site: Site) -> dict[str, bytes]:
     text.update(playbook_files(site))
     text.update(project_files(site, len(inventory.switch_vars)))
     text.update({ETC_HOSTS_FILE: etc_hosts_file(site), KNOWN_HOSTS_FILE: known_hosts_file(site)})
-    text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
+    if diagrams:
+        text.update({f"diagrams/{name}": svg for name, svg in site_svgs(site).items()})
     files = {**inventory_bytes, **{path: content.encode() for path, content in text.items()}}
     files.update(platform_files(site))
     files.update(collection_files(text["requirements.yml"]))

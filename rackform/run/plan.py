@@ -118,7 +118,8 @@ def plan_site(site_name: str, root: Path) -> SitePlan:
     """The plan of one site; BadInput / DesignRejected for a design with errors."""
     root = Path(root)
     site, _warnings = load_and_check(site_name, root)
-    files = render_files(site)
+    # No stage reads the rack diagrams (rackform.render.digest), nor does a plan: not drawn.
+    files = render_files(site, diagrams=False)
     project_dir = build_dir(root, site.name)
     plan = compare(site.name, files, applied.load(root, site.name), project_dir)
     return block_unavailable(plan, project_dir)
