@@ -13,8 +13,14 @@ Baselines for the load phase, each in its own process:
   would cost without libyaml),
 - parse floor: libyaml parsing the same files into plain dicts, no line tracking,
   no schema: what no YAML-based loader can beat.
-Targets: t(10k)/t(1k) <= 12 per phase (no worse than linear plus noise) and a
-10k-node total <= 10 s.
+Targets: t(10k)/t(1k) <= 12 per phase (no worse than linear plus noise), a 10k-node
+total <= 10 s, and (issue 26) the 10k-node total at most 2x the parse floor, CPU.
+
+    .venv/bin/python bench/bench_scale.py --sizes 1000 10000 --floor-only --json out.json
+    .venv/bin/python bench/bench_scale.py ... --code /tmp/before   # the rackform package of another tree
+
+`--code DIR` times the rackform package found in DIR (a copy of the code before a change)
+with this benchmark and these generated sites; bench/side_by_side.py runs both in turns.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import platform
 import pstats
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +51,8 @@ import gen_site  # noqa: E402
 SIZES = (100, 1_000, 10_000)
 GROWTH_TARGET = 12.0
 TOTAL_10K_TARGET_S = 10.0
+FLOOR_RATIO_TARGET = 2.0
+"""Issue 26: load + check + render of 10k nodes at most this many times the parse floor (CPU)."""
 PIPELINE_PHASES = ("load", "check", "render")
 """What `rackform render SITE` does; the total and the targets cover these."""
 PHASES = (*PIPELINE_PHASES, "diagram")
@@ -149,7 +158,9 @@ def measure_parse_floor(root: Path, repeats: int) -> dict:
 MEASURES = {"ours": measure_ours, "pure-python": measure_pure_python_load, "parse-floor": measure_parse_floor}
 
 
-def child_main(what: str, root: Path, repeats: int) -> None:
+def child_main(what: str, root: Path, repeats: int, code: Path | None = None) -> None:
+    if code is not None:  # the rackform package of another tree, before anything imports it
+        sys.path.insert(0, str(code))
     figures = MEASURES[what](root, repeats)
     figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(figures))
@@ -158,8 +169,10 @@ def child_main(what: str, root: Path, repeats: int) -> None:
 # ---------------------------------------------------------------- the parent: generate, spawn, report
 
 
-def run_child(what: str, root: Path, repeats: int) -> dict:
+def run_child(what: str, root: Path, repeats: int, code: Path | None = None) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", what, "--root", str(root), "--repeats", str(repeats)]
+    if code is not None:
+        command += ["--code", str(code)]
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO_ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{what} run on {root} failed:\n{done.stderr}")
@@ -236,6 +249,19 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "OVER TARGET"
 
 
+def floor_ratio(figures: dict, baseline: dict) -> float:
+    """load + check + render against the libyaml parse floor of the same files, CPU seconds."""
+    return total_s(figures, CPU) / baseline["parse-floor"]["load"][CPU]
+
+
+def print_floor_ratios(results: dict[int, dict], baselines: dict[int, dict]) -> None:
+    print(f"\nload + check + render against the libyaml parse floor (CPU), target at 10k <= {FLOOR_RATIO_TARGET:g}x")
+    for nodes, base in baselines.items():
+        ratio = floor_ratio(results[nodes], base)
+        verdict_text = f"  {verdict(ratio <= FLOOR_RATIO_TARGET)}" if nodes == 10_000 else ""
+        print(f"  {nodes:>6} nodes: {ratio:5.2f}x{verdict_text}")
+
+
 def print_verdicts(results: dict[int, dict]) -> None:
     if 1_000 not in results or 10_000 not in results:
         return
@@ -268,10 +294,25 @@ def profile_load(nodes: int, top: int) -> None:
             pstats.Stats(profiler).strip_dirs().sort_stats(order).print_stats(top)
 
 
+def site_root(folder: Path, nodes: int) -> Path:
+    """The generated site of `nodes` under folder/<nodes>, written unless a complete one is there."""
+    root, done = folder / str(nodes), folder / f"{nodes}.done"
+    if not done.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        gen_site.write_site(root, nodes)
+        done.write_text("written by bench_scale.py\n")
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="rackform scale benchmark (see the module docstring)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="node counts (default: 100 1000 10000)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the pure-Python and parse-floor load baselines")
+    parser.add_argument("--floor-only", action="store_true", help="of the baselines, the libyaml parse floor only")
+    parser.add_argument("--code", type=Path, help="time the rackform package of this tree (default: this one)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH")
+    parser.add_argument("--sites-dir", type=Path, metavar="DIR",
+                        help="generate the sites into DIR/<nodes> once and reuse them (default: a temp folder)")
     parser.add_argument("--profile", type=int, metavar="NODES", help="cProfile the load phase at NODES and exit")
     parser.add_argument("--top", type=int, default=25, help="rows of the profile to print")
     parser.add_argument("--child", choices=sorted(MEASURES), help=argparse.SUPPRESS)
@@ -279,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child_main(args.child, args.root, args.repeats)
+        child_main(args.child, args.root, args.repeats, args.code)
         return 0
     if args.profile:
         profile_load(args.profile, args.top)
@@ -289,14 +330,20 @@ def main(argv: list[str] | None = None) -> int:
     baselines: dict[int, dict] = {}
     with tempfile.TemporaryDirectory(prefix="rackform-bench-") as folder:
         for nodes in args.sizes:
-            root = gen_site.write_site(Path(folder) / str(nodes), nodes)
-            results[nodes] = run_child("ours", root, repeats_for(nodes))
+            root = site_root(args.sites_dir or Path(folder), nodes)
+            results[nodes] = run_child("ours", root, repeats_for(nodes), args.code)
             if not args.no_baseline:
-                baselines[nodes] = {what: run_child(what, root, repeats_for(nodes)) for what in ("pure-python", "parse-floor")}
+                kinds = ("parse-floor",) if args.floor_only else ("pure-python", "parse-floor")
+                baselines[nodes] = {what: run_child(what, root, repeats_for(nodes), args.code) for what in kinds}
     print_phase_table(results)
-    if baselines:
+    if baselines and not args.floor_only:
         print_baseline_table(results, baselines)
+    if baselines:
+        print_floor_ratios(results, baselines)
     print_verdicts(results)
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "baselines": baselines, "code": str(args.code or REPO_ROOT),
+                                         "load_average": os.getloadavg()}, indent=1))
     return 0
 
 
