@@ -93,21 +93,20 @@ def _check_block_shape(block: schema.BlockType, data: LineDict) -> None:
 
 
 def _port_map(groups: list[schema.PortGroup]) -> dict[str, Port]:
-    ports: dict[str, Port] = {}
-    for group in groups:
-        for n in range(group.first, group.first + group.count):
-            name = group.pattern.replace("{n}", str(n))
-            ports[name] = Port(name, group.role, group.speed_gbps)
-    return ports
+    return {name: Port(name, role, speed) for name, role, speed in _port_specs(groups)}
+
+
+def _port_specs(groups: list[schema.PortGroup]) -> list[tuple[str, str, int]]:
+    """(name, role, speed) of each port the groups give, in order."""
+    return [(group.pattern.replace("{n}", str(n)), group.role, group.speed_gbps)
+            for group in groups for n in range(group.first, group.first + group.count)]
 
 
 def _switch_ports(block: schema.BlockType, os_name: str) -> dict[str, Port]:
     assert block.switch is not None
-    pattern = SWITCH_PORT_PATTERNS[os_name]
-    return {
-        pattern.format(n=n): Port(pattern.format(n=n), "fabric", block.switch.speed_gbps)
-        for n in range(1, block.switch.ports + 1)
-    }
+    pattern, speed = SWITCH_PORT_PATTERNS[os_name], block.switch.speed_gbps
+    names = (pattern.format(n=n) for n in range(1, block.switch.ports + 1))
+    return {name: Port(name, "fabric", speed) for name in names}
 
 
 def _parse_endpoint(text: str) -> Endpoint:
@@ -245,6 +244,7 @@ def _resolve_racks(design, raw, catalog, errors):
     switches: dict[str, Switch] = {}
     device_names: dict[str, Loc] = {}
     unresolved: set[str] = set()  # names of devices already reported, so the inventory does not repeat them
+    port_specs: dict[str, list[tuple[str, str, int]]] = {}
     for rack_index, rack in enumerate(design.racks):
         raw_rack = raw["racks"][rack_index]
         devices: list[Device] = []
@@ -279,9 +279,12 @@ def _resolve_racks(design, raw, catalog, errors):
                 if host_name in hosts or host_name in device_names and host_name != device.name:
                     errors.append(SourceError(loc, f"devices[{placed.name}].hosts", f"host name '{host_name}' used twice"))
                     continue
+                specs = port_specs.get(block.name)
+                if specs is None:  # each block's port names worked out once, not once per host
+                    specs = port_specs[block.name] = _port_specs(block.node.ports)
                 hosts[host_name] = Host(
                     name=host_name, device=device, role=HOST_ROLE_BY_CATEGORY[block.category],
-                    ports=_port_map(block.node.ports), loc=loc,
+                    ports={name: Port(name, role, speed) for name, role, speed in specs}, loc=loc,
                 )
         racks.append(
             Rack(
