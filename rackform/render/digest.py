@@ -194,8 +194,8 @@ class _Paths:
 
     def __init__(self, files: dict[str, bytes]):
         self.files = files
-        self.contents = tuple(files.values())
-        """What the index was made from: it serves the same mapping only while every file is this one."""
+        self.contents = tuple(files.items())
+        """What the index was made from: it serves the same mapping only while it holds these very files."""
         self.by_role: dict[str, list[str]] = {}
         self.other_project: list[str] = []
         """Under the collection, not in a role: plugins, module_utils, galaxy.yml ..."""
@@ -228,7 +228,8 @@ class _Paths:
         """Whether `files` is the very mapping indexed, holding the very same files still."""
         if files is not self.files or len(files) != len(self.contents):
             return False
-        return all(now is then for now, then in zip(files.values(), self.contents))
+        return all(path == then_path and content is then_content
+                   for (path, content), (then_path, then_content) in zip(files.items(), self.contents))
 
 
 _LAST_PATHS: list[_Paths] = []
@@ -329,10 +330,12 @@ def _var_file_of(data) -> _VarFile | None:
         text = _JSON.encode(value).encode()
         worded = isinstance(value, (str, list, dict))
         counted = _COUNTED.get((text, worded))
-        if counted is None:  # many values recur (roles, racks, ports): each worked out once
-            if len(_COUNTED) >= _COUNTED_MAX:
-                _COUNTED.clear()
-            counted = _COUNTED[text, worded] = (_words(text) if worded else frozenset(), hashlib.sha256(text).digest())
+        if counted is None:  # many short values recur (roles, racks, ports): each worked out once
+            counted = (_words(text) if worded else frozenset(), hashlib.sha256(text).digest())
+            if len(text) <= _COUNTED_TEXT_MAX:
+                if len(_COUNTED) >= _COUNTED_MAX:
+                    _COUNTED.clear()
+                _COUNTED[text, worded] = counted
         keys[str(key)] = counted
     return _var_file_from(keys)
 
@@ -340,6 +343,8 @@ def _var_file_of(data) -> _VarFile | None:
 _COUNTED: dict[tuple[bytes, bool], tuple[frozenset[str], bytes]] = {}
 """(a value's JSON, whether its names count) -> (the names it uses, its hash), as _var_file_of counts it."""
 _COUNTED_MAX = 1 << 16
+_COUNTED_TEXT_MAX = 256
+"""Longer values (a switch's ports, a manifest) rarely recur and are not kept: the memo stays small."""
 
 
 _JSON = json.JSONEncoder(sort_keys=True, default=str)

@@ -7,7 +7,8 @@ from ipaddress import IPv4Address, IPv4Interface
 
 import pytest
 
-from rackform.model.plain_host_vars import plain_host_vars
+from rackform.model.plain_host_vars import PlainFabricPort, PlainHostVars, plain_host_vars
+from rackform.model.schema import FabricPort
 from rackform.model.schema import HostVars
 from rackform.model.source import VaultValue
 
@@ -94,3 +95,8 @@ def test_any_other_spelling_is_left_to_pydantic(change):
 
 def test_a_missing_management_address_is_left_to_pydantic():
     assert plain_host_vars({key: value for key, value in PLAIN.items() if key != "management_address"}) is None
+
+
+def test_the_plain_values_have_every_field_of_the_schemas():
+    assert set(PlainHostVars._fields) == set(HostVars.model_fields)
+    assert set(PlainFabricPort._fields) == set(FabricPort.model_fields)
