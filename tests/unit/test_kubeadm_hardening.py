@@ -34,11 +34,7 @@ from rackform.model.loader import load_site
 from rackform.render.project import render_files
 from rackform.run.environment import stage_environment
 
-try:  # ansible-core 2.19 renders only strings marked as trusted templates
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - ansible-core < 2.19 trusts every string
-    def trust_as_template(value):
-        return value
+from trusted_templates import trusted
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = f"{ROLES_IN_PROJECT}kubeadm"
@@ -71,16 +67,6 @@ def role_tasks(files, name: str) -> dict[str, dict]:
     return {task["name"]: task for task in flat(role_yaml(files, f"tasks/{name}"))}
 
 
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
-
-
 def evaluate(files, value, **variables):
     """`value` as Ansible renders it with the role's defaults and vars, the lab's inventory values
     for the cluster, and `variables`."""
@@ -94,8 +80,8 @@ def evaluate(files, value, **variables):
     known = {**role_yaml(files, "defaults/main.yml"), **role_yaml(files, "vars/main.yml"), **mirror, **kube,
              **hostvars[host], "groups": groups, "hostvars": hostvars, "inventory_hostname": host,
              "site_name": "lab", **variables}
-    templar = Templar(loader=DataLoader(), variables=_trusted(known))
-    return templar.template(_trusted(value))
+    templar = Templar(loader=DataLoader(), variables=trusted(known))
+    return templar.template(trusted(value))
 
 
 def render(files, template: str, **variables) -> str:

@@ -28,11 +28,7 @@ from rackform.render.project import render_files
 from rackform.render.digest import stage_files
 from collection_support import ROLES_IN_PROJECT
 
-try:  # ansible-core 2.19 renders only strings marked as trusted templates
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - ansible-core < 2.19 trusts every string
-    def trust_as_template(value):
-        return value
+from trusted_templates import trusted
 
 init_plugin_loader()  # lookups (the roles read files on the controller) need Ansible's plugins
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,22 +67,12 @@ def role_yaml(files, role: str, path: str) -> Any:
     return yaml.safe_load(role_file(files, role, path))
 
 
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    return value
-
-
 def evaluate(files, role: str, value, **variables):
     """`value` (a template string or a structure of them) as Ansible renders it with the role's
     defaults and `variables` (the inventory's and registered results)."""
     defaults = role_yaml(files, role, "defaults/main.yml")
-    templar = Templar(loader=DataLoader(), variables=_trusted({**defaults, **variables}))
-    return templar.template(_trusted(value))
+    templar = Templar(loader=DataLoader(), variables=trusted({**defaults, **variables}))
+    return templar.template(trusted(value))
 
 
 def render(files, role: str, template: str, **variables) -> str:
