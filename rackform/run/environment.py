@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackform import external_collections
 from rackform.model.site import Site
 from rackform.secrets import ENV_BMC_VAULT
 
@@ -34,6 +35,19 @@ VAULT_STAGES = frozenset({"provision", "kubernetes"})
 
 class StageEnvironmentError(Exception):
     """The stages cannot be given what they need (a vault that cannot be kept safely)."""
+
+
+def require_collections() -> None:
+    """StageEnvironmentError unless the Ansible collections the roles call besides their own
+    (ansible.posix, community.general) are installed at their pinned versions: without them every
+    stage would run up to its first task of theirs and fail there, hosts half changed."""
+    problems = external_collections.check()
+    if problems:
+        raise StageEnvironmentError(
+            "the Ansible collections the roles use are not installed in this environment:\n  "
+            + "\n  ".join(problems)
+            + "\ninstall them with `python -m rackform.external_collections --install` (`make install` does it); "
+              "nothing was run")
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ from rackform.run import applied, retained
 from rackform.run.ansible import RunResult, TaskFailure
 from rackform.run.bundle_preflight import prepare_mirror
 from rackform.run.deploy import VALIDATE_PLAYBOOK, DeployReport, Progress, Runner, Step, StepRun, deploy, plan_steps
-from rackform.run.environment import stage_environment
+from rackform.run.environment import require_collections, stage_environment
 from rackform.run.sitelock import site_lock
 
 PLATFORM_STAGE = "platform"
@@ -88,7 +88,8 @@ def run_stages(
     Raises BadInput / DesignRejected for a design with errors (nothing rendered or run), BadInput too
     when a stage to run serves the site mirror and its bundle was never built here
     (rackform.run.bundle_preflight: nothing rendered or run),
-    StageEnvironmentError when the vault cannot be kept safely (or the site mirror's keys it keeps
+    StageEnvironmentError when the Ansible collections the roles use are not installed, or the vault
+    cannot be kept safely (or the site mirror's keys it keeps
     cannot be made or read), SiteLocked when another
     process deploys the site, PruneRefused when `prune_tenants` names a tenant that is not
     one removed from the design and still on the cluster (rackform.run.retained).
@@ -99,6 +100,7 @@ def run_stages(
     from rackform.render.writer import write_project
 
     files = render_files(site)
+    require_collections()  # before prepare_mirror, which may make the site's mirror keys
     mirror_env = prepare_mirror(site, root, files, [stage.playbook for stage in STAGES
                                                     if stage.playbook and (stages is None or stage.name in stages)],
                                 envvars)
