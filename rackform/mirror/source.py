@@ -6,7 +6,7 @@ What is built, from sources/<component>/<version>/ (Go modules holding only go.m
 |---|---|---|
 | kubeadm, kubelet, kubectl | k8s.io/kubernetes cmd/* | .debs `1.36.3-1.1`, kubelet's systemd unit and kubeadm's drop-in |
 | kube-apiserver, -controller-manager, -scheduler, -proxy | k8s.io/kubernetes cmd/* | images `<name>:v1.36.3` |
-| etcd, etcdctl | go.etcd.io/etcd server/v3, etcdctl/v3 | image `etcd:3.6.8-0` |
+| etcd, etcdctl, etcdutl | go.etcd.io/etcd server/v3, etcdctl/v3, etcdutl/v3 | image `etcd:3.6.8-0` |
 | coredns | github.com/coredns/coredns | image `coredns:v1.14.2` |
 | pause | pause.c in the k8s.io/kubernetes module, gcc -static | image `pause:3.10.2` |
 | bridge, host-local, loopback, portmap | github.com/containernetworking/plugins | .deb `kubernetes-cni 1.10.0-1.1` |
@@ -147,7 +147,9 @@ def go_builds(pins: ReleasePins, sources: Path = SOURCES_DIR) -> dict[str, gobui
                                       {f"k8s.io/kubernetes/cmd/{name}": name for name in kube_commands},
                                       tuple(kube_ldflags)),
         "etcd": gobuild.GoBuild("etcd", _module_version(pins.etcd), source_dir("etcd", _module_version(pins.etcd), sources),
-                                {"go.etcd.io/etcd/server/v3": "etcd", "go.etcd.io/etcd/etcdctl/v3": "etcdctl"}),
+                                {"go.etcd.io/etcd/server/v3": "etcd", "go.etcd.io/etcd/etcdctl/v3": "etcdctl",
+                                 # etcd 3.6 restores a snapshot only with etcdutl (etcdctl lost `snapshot restore`)
+                                 "go.etcd.io/etcd/etcdutl/v3": "etcdutl"}),
         "coredns": gobuild.GoBuild("coredns", pins.coredns, source_dir("coredns", pins.coredns, sources),
                                    {"github.com/coredns/coredns": "coredns"}),
         "cni": gobuild.GoBuild("cni", pins.cni_plugins, source_dir("cni", pins.cni_plugins, sources),
