@@ -88,6 +88,8 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "console", console := __import__("rackform.commands.console", fromlist=["run"]), console.HELP)
     add(commands, "ssh-keys", ssh_keys := __import__("rackform.commands.ssh_keys", fromlist=["run"]), ssh_keys.HELP)
     add(commands, "mirror", mirror := __import__("rackform.commands.mirror", fromlist=["run"]), mirror.HELP)
+    add(commands, "kubeconfig", kubeconfig := __import__("rackform.commands.kubeconfig", fromlist=["run"]),
+        kubeconfig.HELP)
     add(commands, "secrets", secrets_cli, "The site's vault: BMC passwords and the cluster's encryption keys; "
                                          "rotate them, forget old ones.")
     fabric_help = "The RoCE fabric: push switch configurations, check that both ends of every link agree."

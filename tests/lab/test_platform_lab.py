@@ -13,6 +13,10 @@ What is checked, against the API server:
 - a tenant admin (impersonated) may run workloads but neither `auth can-i` nor a real
   attempt lets it delete or edit its ResourceQuotas or LimitRange, or bind itself a role;
 - a privileged pod in a tenant namespace is refused at admission (Pod Security `restricted`);
+- a tenant admin's own kubeconfig (`rackform kubeconfig`, a client certificate through the CSR
+  API), used without impersonation: the API server sees alice; she may create a pod (server-side
+  dry run) in research, is refused inference's secrets and the nodes; a user who is not the
+  tenant's admin gets none;
 - tenants that hold (issue 27; rackform.k8s.tenant_admission, tenant_compute), each by the
   attempt as the tenant admin: a bare GPU pod is refused by the GPU policy, a Job in the
   tenant's queue runs its GPU pod on a GPU node; a Job asking for GPUs without the queue label is
@@ -39,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import stat
 
 import pytest
 
@@ -48,7 +53,8 @@ from rackform.k8s.tenant_admission import GPU_POLICY, JOB_CONTROLLER, PRIORITY_P
 from rackform.k8s.tenant_compute import COMPUTE_QUOTA, LIMIT_RANGE
 from rackform.lab import gpus
 from rackform.model.loader import load_site
-from clusterlab import MIRROR_REGISTRY, REPO_ROOT, SITE, WORKERS, Kubectl, lab_kubectl, wait_for
+from clusterlab import (MIRROR_REGISTRY, PROJECT, REPO_ROOT, SITE, WORKERS, Kubectl, lab_kubectl, pinned_kubectl,
+                        wait_for)
 
 pytestmark = pytest.mark.lab
 
@@ -144,6 +150,58 @@ def test_a_privileged_pod_is_refused_at_admission(platform):
     refused = create(platform, "inference", manifest, check=False)
     assert refused.returncode != 0 and 'violates PodSecurity "restricted:latest"' in refused.stderr
     assert platform("-n", "inference", "get", "pod", "privileged", check=False).returncode != 0
+
+
+# ---------------------------------------------------------------- a tenant admin's own kubeconfig
+
+
+def issue_kubeconfig(tenant: str, user: str) -> tuple[int, str]:
+    """`rackform kubeconfig lab --tenant TENANT --user USER` (rackform.run.tenant_credentials)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["kubeconfig", SITE, "--tenant", tenant, "--user", user, "--root", str(REPO_ROOT)])
+    return code, out.getvalue() + err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def as_alice(platform) -> Kubectl:
+    """The pinned kubectl with alice's own kubeconfig (a client certificate the cluster signed
+    through the CSR API), no impersonation: the cluster sees alice herself."""
+    code, said = issue_kubeconfig("research", "alice")
+    assert code == 0, said[-3000:]
+    path = PROJECT / "artifacts" / "kubeconfig-research-alice"
+    assert f"wrote {path}" in said and stat.S_IMODE(path.stat().st_mode) == 0o600
+    yield Kubectl([str(pinned_kubectl()), "--kubeconfig", str(path)])
+    path.unlink(missing_ok=True)
+
+
+def test_alice_s_own_kubeconfig_authenticates_alice(as_alice, platform):
+    user_info = json.loads(as_alice("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    assert user_info["username"] == "alice"
+    assert set(user_info.get("groups", [])) == {"system:authenticated"}  # no group of her own, no masters
+    # the CSR object is gone: only the certificate was kept
+    left = platform.json("get", "certificatesigningrequests")["items"]
+    assert [item["metadata"]["name"] for item in left if item["metadata"]["name"].startswith("rackform-research-alice-")] == []
+
+
+def test_alice_may_create_a_pod_in_her_namespace(as_alice):
+    # no -n: the kubeconfig's context is research's namespace
+    made = as_alice("create", "-f", "-", "--dry-run=server", "-o", "json", stdin=json.dumps(pod("alice-probe")))
+    assert json.loads(made.stdout)["metadata"]["namespace"] == "research"
+
+
+def test_alice_may_not_read_another_tenant_s_secrets_nor_list_nodes(as_alice):
+    for argv in (["-n", "inference", "get", "secrets"], ["get", "nodes"]):
+        refused = as_alice(*argv, check=False)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), (argv, refused.stdout)
+        assert 'User "alice"' in refused.stderr, refused.stderr
+
+
+def test_no_kubeconfig_for_a_user_who_is_not_the_tenant_s_admin(platform):
+    for tenant, user in (("research", "mallory"), ("research", "carol")):
+        code, said = issue_kubeconfig(tenant, user)
+        assert code == 2 and f"{user!r} is not an admin of tenant {tenant}" in said, said
+        assert not (PROJECT / "artifacts" / f"kubeconfig-{tenant}-{user}").exists()
 
 
 # ---------------------------------------------------------------- GPUs only through the queue
