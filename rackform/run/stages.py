@@ -251,7 +251,7 @@ def run_day2_playbook(
     *,
     limit: str | None = None,
     change: Callable[[], None] | None = None,
-    stands_for: str = KUBERNETES_STAGE,
+    stands_for: str | None = KUBERNETES_STAGE,
     progress: Progress | None = None,
     private_key: Path | None = None,
     envvars: Mapping[str, str] | None = None,
@@ -276,6 +276,8 @@ def run_day2_playbook(
     files). The record is complete only when the earlier one was and no host failed; a
     limited run (scale.yml) at new inputs is not complete. Other stages are never recorded
     (e.g. the os stage's apt lists on hosts outside the cluster stay the os stage's work).
+    `stands_for` None: a playbook that does no stage's work (etcd-backup.yml, etcd-restore.yml)
+    records nothing, and Day2Run says neither `recorded` nor `not_recorded`.
 
     Raises what run_stages raises (BadInput, DesignRejected, StageEnvironmentError,
     SiteLocked); SiteLocked before `change` is made, so a locked site is left untouched.
@@ -302,8 +304,8 @@ def run_day2_playbook(
             return Day2Run(site.name, playbook, None, absent=k8s.absent.split(": nothing")[0])
         # upgrade-cluster.yml serves the target release's bundle: its keys, as a deploy's
         mirror_env = prepare_mirror(site, root, files, [playbook], envvars)
-        env = stage_environment(site, {stands_for}, private_key=private_key, given={**mirror_env, **(envvars or {})},
-                                say=say)
+        env = stage_environment(site, {stands_for} - {None}, private_key=private_key,
+                                given={**mirror_env, **(envvars or {})}, say=say)
         name = Path(playbook).stem
         steps = [Step("validate", VALIDATE_PLAYBOOK, "validate"), Step(name, playbook, name)]
         report = deploy(site.name, project_dir, steps, limit=limit, progress=progress, envvars=env.envvars,
@@ -312,6 +314,8 @@ def run_day2_playbook(
         if not _finished(run):
             why = report.interrupted or (run.not_run or "").removeprefix("not run: ") or "it did not run to its end"
             return Day2Run(site.name, playbook, report, not_recorded=f"{playbook} {why}")
+        if stands_for is None:
+            return Day2Run(site.name, playbook, report)
         now_at = stage_fingerprints(files).get(stands_for)
         before = applied.load(root, site.name).get(stands_for)
         if now_at is None or started_from is None:
