@@ -9,7 +9,7 @@ without a kubeconfig of the site's cluster.
 
 Then etcd-restore.yml, through the stage runner (under the site's lock, validate.yml first),
 on every control-plane node: the API server and etcd stopped (their static pod manifests
-moved aside), /var/lib/etcd moved aside (kept), the snapshot restored with etcdutl into a fresh
+moved aside), /var/lib/etcd/member moved aside (kept), the snapshot restored with etcdutl into a fresh
 data dir with the node's member name and peer URL and the whole --initial-cluster; etcd started
 everywhere, then the API servers; done when etcd has one healthy member per control-plane node
 and the API answers through the cluster's endpoint. Everything written to the cluster after the
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"restore {site.name}: {name} from {place} (checked against its sha256 there first)")
     nodes = ", ".join(site.kubernetes.control_plane)
-    print(f"on {nodes}: stop the API servers and etcd, move /var/lib/etcd aside, restore every member from "
+    print(f"on {nodes}: stop the API servers and etcd, move /var/lib/etcd/member aside, restore every member from "
           f"{name}, start etcd, then the API servers; wait for every member healthy and the API ready. "
           f"What the cluster stored after the snapshot is lost.")
     transit = etcd_backup.transit_dir(project_dir)
@@ -62,6 +62,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(transit, ignore_errors=True)
     if code == EXIT_OK:
-        print(f"restore {site.name}: etcd is at {name} on {nodes}; the old data dirs are kept under "
+        print(f"restore {site.name}: etcd is at {name} on {nodes}; the old member folders are kept under "
               f"/var/lib/rackform/etcd-restore/ on each node")
     return code

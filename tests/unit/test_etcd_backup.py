@@ -214,6 +214,31 @@ def test_snapshot_names_the_scripts_make_are_the_names_restore_accepts():
     assert not etcd_backup.SNAPSHOT_NAME.match(SNAPSHOT + ".sha256")
 
 
+def test_running_containers_are_found_by_their_kubernetes_name_through_ctr(tmp_path):
+    """rackform-cri-running against a stand-in ctr: containers of that name with a RUNNING task only."""
+    fake = tmp_path / "ctr"
+    fake.write_text("""#!/bin/bash
+case "$*" in
+  '-n k8s.io containers ls -q labels."io.kubernetes.container.name"==etcd') printf 'aaa\\nbbb\\n' ;;
+  '-n k8s.io containers ls -q labels."io.kubernetes.container.name"==kube-apiserver') printf 'ccc\\n' ;;
+  '-n k8s.io containers ls -q '*) ;;
+  '-n k8s.io tasks ls') printf 'TASK PID STATUS\\naaa 10 STOPPED\\nbbb 11 RUNNING\\nzzz 12 RUNNING\\nccc 13 STOPPED\\n' ;;
+  *) echo "unexpected: $*" >&2; exit 9 ;;
+esac
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def running(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(ROLE / "files" / "rackform-cri-running.sh"), name], env=env,
+                              capture_output=True, text=True, timeout=SUBPROCESS_HANG_S, check=False)
+
+    assert (running("etcd").returncode, running("etcd").stdout) == (0, "bbb\n")
+    assert (running("kube-apiserver").returncode, running("kube-apiserver").stdout) == (0, "")  # stopped
+    assert (running("coredns").returncode, running("coredns").stdout) == (0, "")  # no such container
+    assert running("").returncode == 2
+
+
 # ---------------------------------------------------------------- the playbooks and the role
 
 
@@ -281,13 +306,14 @@ def test_a_node_stops_the_api_server_and_etcd_before_its_data_dir_is_replaced():
     tasks = _tasks("restore_stop")
     names = [task["name"] for task in tasks]
     order = ["Move the API server's and etcd's manifests aside", "Wait for the API server's and etcd's containers to stop",
-             "Move etcd's old data dir aside (kept, never deleted)", "Restore the snapshot into a fresh data dir",
-             "Put the fresh data dir in place"]
+             "Move etcd's old member folder aside (kept, never deleted)", "Restore the snapshot into a fresh data dir",
+             "Put the restored member folder in place"]
     assert [names.index(name) for name in order] == sorted(names.index(name) for name in order)
     moved = tasks[0]
     assert moved["loop"] == ["kube-apiserver.yaml", "etcd.yaml"]
     assert moved["ansible.builtin.command"]["removes"] == "{{ etcd_backup_manifests_dir }}/{{ item }}"
-    assert _argv(tasks[1])[:4] == ["crictl", "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "ps"]
+    assert _argv(tasks[1]) == ["/usr/local/sbin/rackform-cri-running", "{{ item }}"]
+    assert tasks[1]["until"] == "etcd_backup_running.rc == 0 and etcd_backup_running.stdout | trim | length == 0"
     restore = _argv(next(task for task in tasks if task["name"] == "Restore the snapshot into a fresh data dir"))
     assert restore[:4] == ["/usr/local/sbin/rackform-etcd", "etcdutl", "snapshot", "restore"]
     flags = {argument.split("=")[0] for argument in restore[5:]}
