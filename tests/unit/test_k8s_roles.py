@@ -50,7 +50,7 @@ def flat_tasks(files, role: str, name: str) -> list[dict]:
 def test_kubernetes_stage_refuses_first_then_prepares_every_node_checks_gpus_then_control_plane_then_workers(files):
     assert [(play["hosts"], [short_name(role["role"]) for role in play["roles"]]) for play in plays(files, "kubernetes.yml")] == [
         ("k8s_cluster", ["kubeadm"]), ("k8s_cluster", ["k8s_prereqs", "containerd"]), ("gpu", ["gpu_node"]),
-        ("kube_control_plane", ["kubeadm"]), ("kube_node", ["kubeadm"]), ("kube_control_plane[0]", ["kubeadm"])]
+        ("kube_control_plane", ["kubeadm", "etcd_backup"]), ("kube_node", ["kubeadm"]), ("kube_control_plane[0]", ["kubeadm"])]
 
 
 def test_kubeadm_plays_say_which_part_of_the_role_they_run(files):
