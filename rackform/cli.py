@@ -85,6 +85,7 @@ def _add_command_modules(commands: argparse._SubParsersAction) -> None:
     add(commands, "maintain", maintain := __import__("rackform.commands.maintain", fromlist=["run"]), maintain.HELP)
     add(commands, "upgrade", upgrade := __import__("rackform.commands.upgrade", fromlist=["run"]), upgrade.HELP)
     add(commands, "scale", scale := __import__("rackform.commands.scale", fromlist=["run"]), scale.HELP)
+    add(commands, "certs", certs := __import__("rackform.commands.certs", fromlist=["run"]), certs.HELP)
     add(commands, "backup", backup := __import__("rackform.commands.backup", fromlist=["run"]), backup.HELP)
     add(commands, "restore", restore := __import__("rackform.commands.restore", fromlist=["run"]), restore.HELP)
     add(commands, "console", console := __import__("rackform.commands.console", fromlist=["run"]), console.HELP)

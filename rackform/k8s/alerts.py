@@ -1,4 +1,4 @@
-"""GPU and node alert rules, as one PrometheusRule that kube-prometheus-stack's Prometheus loads.
+"""GPU, node and control-plane certificate alert rules, as one PrometheusRule that kube-prometheus-stack's Prometheus loads.
 
 `alert_rules(namespace)` is the object; `rule_groups()` the same rules as a Prometheus rule
 file's `groups:` (what promtool checks and unit-tests, tests/unit/test_alerts.py). Thresholds
@@ -124,6 +124,33 @@ PLEG_FOR = "5m"
 # Kubelet runtime operation errors (kubelet_runtime_operations_errors_total) are left out: some
 # are routine (ExecSync of a failing probe, status of a container just removed), and there is no
 # rate that separates a broken container runtime from a busy node without site data.
+
+CERT_EXPIRY_METRIC = "rackform_kubeadm_certificate_expiry_timestamp_seconds"
+"""When each kubeadm certificate of a control-plane node expires (Unix seconds): labels `node`,
+`certificate` (kubeadm's name: apiserver, etcd-server, admin.conf ...) and `kind` (certificate or
+authority). Written hourly by the kubeadm role's timer from `kubeadm certs check-expiration -o
+json` into node-exporter's textfile folder. No component's own metric measures these: the API
+server's apiserver_client_certificate_expiration_seconds is about the client certificates presented
+*to* it, and the kubelet's certificate_manager_client_ttl_seconds /
+kubelet_certificate_manager_server_ttl_seconds about the kubelet's own certificates, which it renews
+itself; none sees the API server's serving certificate, etcd's, or the kubeconfigs' client ones."""
+CERT_CHECK_METRIC = "rackform_kubeadm_certificate_check_timestamp_seconds"
+"""When the timer last read the certificates (Unix seconds), label `node`."""
+NODE_EXPORTER_JOB = "node-exporter"
+"""kube-prometheus-stack's node-exporter: its ServiceMonitor takes the job from the Service's
+`jobLabel: node-exporter` label (chart values prometheus-node-exporter.service.labels)."""
+NODE_EXPORTER_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
+"""Where the timer writes on the node (role kubeadm's kubeadm_cert_metrics_dir; a unit test keeps
+the two equal). node-exporter sees the node's / at /host/root (the chart's hostRootFsMount)."""
+CERT_EXPIRY_WARNING_DAYS = 30
+"""The same as `rackform verify`'s default margin (kubernetes.cert_expiry_margin_days): a month to
+plan a renewal (`rackform certs renew SITE`). kubeadm's certificates last a year."""
+CERT_EXPIRY_CRITICAL_DAYS = 7
+"""A week: the renewal must happen now; once one expires, the component using it stops working
+(an expired admin.conf locks kubectl out, an expired apiserver.crt every client)."""
+CERT_CHECK_STALE_S = 3 * 3600
+"""The timer runs hourly: three missed runs mean the expiry above is no longer being refreshed
+(it keeps its last value, so the expiry alerts still fire, but a renewal would not clear them)."""
 
 DCGM_COUNTERS_NEEDED = (
     ("DCGM_FI_DEV_XID_ERRORS", True),
@@ -293,14 +320,43 @@ NODE_ALERTS = (
 )
 
 
+# Whole days left, rounded down: the same count `rackform verify` compares with its margin.
+_DAYS_LEFT = f'floor(({CERT_EXPIRY_METRIC}{{job="{NODE_EXPORTER_JOB}"}} - time()) / 86400)'
+CERTIFICATE = "kubeadm certificate {{ $labels.certificate }} ({{ $labels.kind }}) on {{ $labels.node }}"
+RENEW = ("Renew the control plane's certificates: rackform certs renew SITE (one control-plane node at a time, "
+         "the API answering throughout; docs/operations.md, Certificates). On the node, kubeadm certs "
+         "check-expiration lists them all. A CA (kind authority) lasts ten years and is not renewed by it.")
+
+CERTIFICATE_ALERTS = (
+    # `< 30 >= 7`: a filter chain, so a certificate pages once, as a warning and then as critical.
+    Alert("KubeadmCertificateExpiresSoon", f"{_DAYS_LEFT} < {CERT_EXPIRY_WARNING_DAYS} >= {CERT_EXPIRY_CRITICAL_DAYS}",
+          "warning", f"{CERTIFICATE} expires in {{{{ $value }}}} days",
+          f"{CERTIFICATE} expires in {{{{ $value }}}} days (under {CERT_EXPIRY_WARNING_DAYS}). When it does, the "
+          "control-plane component that uses it stops working.", RENEW),
+    Alert("KubeadmCertificateExpiresVerySoon", f"{_DAYS_LEFT} < {CERT_EXPIRY_CRITICAL_DAYS}", "critical",
+          f"{CERTIFICATE} expires in {{{{ $value }}}} days",
+          f"{CERTIFICATE} expires in {{{{ $value }}}} days (under {CERT_EXPIRY_CRITICAL_DAYS}; negative: expired). "
+          "An expired certificate stops the API server, etcd or the controllers that use it, or locks the "
+          "admin kubeconfig out.", RENEW),
+    Alert("KubeadmCertificateCheckStale",
+          f'time() - {CERT_CHECK_METRIC}{{job="{NODE_EXPORTER_JOB}"}} > {CERT_CHECK_STALE_S}', "warning",
+          "Certificate expiry of {{ $labels.node }} not refreshed",
+          f"The hourly certificate check of {{{{ $labels.node }}}} has not run for over {CERT_CHECK_STALE_S // 3600} "
+          "hours: the certificate alerts see its last reading only.",
+          "On the node: systemctl status rackform-kubeadm-cert-metrics.timer and journalctl -u "
+          "rackform-kubeadm-cert-metrics (does kubeadm certs check-expiration -o json work?)."),
+)
+
+
 def rule_groups() -> list[dict[str, Any]]:
     """The rules as a Prometheus rule file's `groups:`."""
     return [{"name": "rackform.gpu", "rules": [alert.rule() for alert in GPU_ALERTS]},
-            {"name": "rackform.nodes", "rules": [alert.rule() for alert in NODE_ALERTS]}]
+            {"name": "rackform.nodes", "rules": [alert.rule() for alert in NODE_ALERTS]},
+            {"name": "rackform.certificates", "rules": [alert.rule() for alert in CERTIFICATE_ALERTS]}]
 
 
 def alert_rules(namespace: str) -> dict[str, Any]:
-    """The PrometheusRule holding rackform's GPU and node alerts, in `namespace` (the monitoring one)."""
+    """The PrometheusRule holding rackform's GPU, node and certificate alerts, in `namespace` (the monitoring one)."""
     return {
         "apiVersion": PROMETHEUS_RULE_API,
         "kind": "PrometheusRule",

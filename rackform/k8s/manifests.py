@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackform.k8s import site_mirror
-from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, alert_rules
+from rackform.k8s.alerts import DCGM_COUNTERS_NEEDED, NODE_EXPORTER_TEXTFILE_DIR, alert_rules
 from rackform.k8s.cni import multus_left_out
 from rackform.k8s.data_sets import claim_protection, tenant_data_set_manifests
 from rackform.k8s.gpu_sharing import GPU_RESOURCE, gpu_operator_values, merge_values, sharing_manifests
@@ -329,8 +329,23 @@ def helm_values(component: str, site: Site, design: PlatformDesign, version: str
         return kueue_values(site, version)
     if component == "kube_prometheus_stack":
         return {"grafana": {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}},
-                "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False}}}
+                "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False}},
+                "prometheus-node-exporter": {"extraArgs": NODE_EXPORTER_ARGS}}
     return {}
+
+
+NODE_EXPORTER_ARGS = [
+    # kube-prometheus-stack's own two (its values.yaml at 70.0.0): a list in our values replaces
+    # the chart's, so they are given again.
+    "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|var/lib/docker/.+|var/lib/kubelet/.+)($|/)",
+    "--collector.filesystem.fs-types-exclude=^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|"
+    "fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|"
+    "sysfs|tracefs)$",
+    # The control-plane nodes' kubeadm certificate expiry (role kubeadm's timer), read under the
+    # node's / that the chart mounts at /host/root (hostRootFsMount); the alerts in rackform.k8s.alerts.
+    f"--collector.textfile.directory=/host/root{NODE_EXPORTER_TEXTFILE_DIR}",
+]
+"""node-exporter's extra arguments (chart values prometheus-node-exporter.extraArgs)."""
 
 
 KUEUE_IMAGE = "kueue"

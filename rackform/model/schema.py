@@ -275,6 +275,10 @@ class Kubernetes(Strict):
     cni: Literal["kube-router", "calico", "cilium", "flannel"] = "calico"
     """kube-router: routes between nodes and NetworkPolicy (rackform renders its DaemonSet);
     calico: the tigera-operator from the site's mirror plus the Installation rackform renders."""
+    cert_expiry_margin_days: int = Field(default=30, ge=1, le=364)
+    """`rackform verify` fails a control-plane node with a kubeadm certificate that expires within
+    this many days (docs/operations.md, "Certificates"). kubeadm's certificates last a year, so a
+    margin of 365 or more would fail a cluster just renewed."""
 
 
 class Mirror(Strict):

@@ -122,6 +122,8 @@ def _kubernetes(site: Site) -> dict:
         "kubeadm_config_api_version": config_api_version(kube.version),
         # cgroup v1 nodes are refused, except on a lab (docs/kubernetes.md).
         "kubeadm_allow_cgroup_v1": site.lab_only,
+        # rackform verify's margin for kubeadm's certificates (tests/infra/test_host_kubeadm.py).
+        "kubeadm_cert_expiry_margin_days": kube.cert_expiry_margin_days,
     }
     if kube.api_vip is not None:
         values["kube_vip_address"] = str(kube.api_vip)

@@ -3,7 +3,8 @@
 Playbooks come from `templates/playbooks/`: one template per Ansible stage of
 `rackform.stages.STAGES` (named after its playbook), `validate.yml` and
 `site.yml`, which imports them all in stage order, and the maintenance playbooks
-(`upgrade-cluster.yml`, `scale.yml`, `etcd-backup.yml`, `etcd-restore.yml`), run by hand.
+(`upgrade-cluster.yml`, `scale.yml`, `etcd-backup.yml`, `etcd-restore.yml`,
+`certs-renew.yml`), run by hand.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from rackform.render.known_hosts import KNOWN_HOSTS_FILE, host_key_checking
 VALIDATE_PLAYBOOK = "validate.yml"
 SITE_PLAYBOOK = "site.yml"
 # Day-2 playbooks outside the stage order, run by hand: a Kubernetes upgrade, new nodes, an etcd
-# snapshot and its restore (rackform backup, rackform restore).
-MAINTENANCE_PLAYBOOKS = ("upgrade-cluster.yml", "scale.yml", "etcd-backup.yml", "etcd-restore.yml")
+# snapshot and its restore (rackform backup, rackform restore), the control plane's certificates
+# renewed (rackform certs renew).
+MAINTENANCE_PLAYBOOKS = ("upgrade-cluster.yml", "scale.yml", "etcd-backup.yml", "etcd-restore.yml",
+                         "certs-renew.yml")
 # Project files rendered from templates/project/<template>.
 _PROJECT_FILES = {
     "ansible.cfg": "ansible.cfg.j2",

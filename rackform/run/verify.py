@@ -35,6 +35,9 @@ PROGRESS_PREFIX = "RACKFORM-VERIFY"
 """Written by tests/infra/conftest.py under `--rackform-progress`: one line per failure."""
 UNREACHABLE = "unreachable: "
 """How tests/infra/conftest.py starts the reason of every check of a machine it cannot reach."""
+NOTE_PROPERTY = "rackform_note"
+"""A check's note (tests/infra/conftest.py's `note` fixture): a JUnit property of its testcase,
+shown under the machine whether the check passed or failed (e.g. each certificate's expiry)."""
 
 PYTEST_TOOL = "pytest"
 """Its profile in rackform.process_environment.TOOLS."""
@@ -61,6 +64,18 @@ class CheckFailure:
         return f"{self.host}: {self.check}: {self.reason}"
 
 
+@dataclass(frozen=True, slots=True)
+class CheckNote:
+    """What a check reports besides its verdict, for people to read."""
+
+    host: str
+    check: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.check}: {self.text}"
+
+
 @dataclass(slots=True)
 class HostResult:
     host: str
@@ -68,6 +83,7 @@ class HostResult:
     failed: int = 0
     skipped: int = 0
     failures: list[CheckFailure] = field(default_factory=list)
+    notes: list[CheckNote] = field(default_factory=list)
 
     @property
     def unreachable(self) -> str | None:
@@ -113,7 +129,7 @@ class VerifyReport:
         return (sum(r.passed for r in results), sum(r.failed for r in results), sum(r.skipped for r in results))
 
     def lines(self) -> list[str]:
-        """Per machine its counts, then one indented line per failure; a summary last."""
+        """Per machine its counts, then one indented line per failure and per note; a summary last."""
         lines = []
         for result in self.hosts.values():
             if result.unreachable:
@@ -121,6 +137,7 @@ class VerifyReport:
                 continue
             lines.append(result.line())
             lines += [f"  FAIL {failure.check}: {failure.reason}" for failure in result.failures]
+            lines += [f"  NOTE {note.check}: {note.text}" for note in result.notes]
         passed, failed, skipped = self.totals()
         verdict = "all checks passed" if self.ok else f"{failed} failed"
         lines.append(f"verify {self.site}: {_machines(len(self.hosts))}, {passed} passed, {failed} failed, "
@@ -185,6 +202,8 @@ def parse_junit(path: Path) -> dict[str, HostResult]:
     for case in tree.iter("testcase"):
         check, host = split_test_name(case.get("name", ""))
         result = results.setdefault(host, HostResult(host))
+        result.notes += [CheckNote(host, check, prop.get("value", "")) for prop in case.iter("property")
+                         if prop.get("name") == NOTE_PROPERTY]
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")

@@ -62,3 +62,48 @@ def bgp_peer_states(summary_json: str) -> dict[str, str]:
             if states.get(peer) != "Established":
                 states[peer] = facts.get("state", "unknown")
     return states
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateExpiry:
+    """One certificate as `kubeadm certs check-expiration -o json` reports it."""
+
+    name: str
+    """kubeadm's name: `apiserver`, `etcd-server`, `admin.conf` (the client certificate a kubeconfig embeds)."""
+    expires: str
+    """The day it expires (UTC, YYYY-MM-DD); empty when missing."""
+    days_left: int
+    """Whole days until it expires (negative: expired), by the node's clock."""
+    authority: bool
+    missing: bool
+
+
+def kubeadm_certificates(output: str) -> list[CertificateExpiry]:
+    """kubeadm's CertificateExpirationInfo (output.kubeadm.k8s.io/v1alpha3; residualTime in
+    seconds) -> the certificates, then the certificate authorities, in kubeadm's order."""
+    info = json.loads(output[output.find("{"):] if "{" in output else output)
+    found = []
+    for authority, key in ((False, "certificates"), (True, "certificateAuthorities")):
+        for item in info.get(key) or ():
+            missing = bool(item.get("missing"))
+            found.append(CertificateExpiry(
+                name=item["name"], expires="" if missing else str(item.get("expirationDate", ""))[:10],
+                days_left=0 if missing else int(item.get("residualTime", 0)) // 86400,
+                authority=authority, missing=missing))
+    return found
+
+
+def certificate_summary(certificates: list[CertificateExpiry]) -> str:
+    """One line: each certificate's expiry and days left, CAs marked, missing ones named."""
+    def one(cert: CertificateExpiry) -> str:
+        name = f"{cert.name} (CA)" if cert.authority else cert.name
+        return f"{name} missing" if cert.missing else f"{name} {cert.expires} ({cert.days_left} d)"
+    return ", ".join(one(cert) for cert in certificates)
+
+
+def certificates_inside(certificates: list[CertificateExpiry], margin_days: int) -> list[str]:
+    """The present certificates that expire within `margin_days`, each with its days left. A
+    missing one is not counted: kubeadm lists super-admin.conf on every control-plane node but
+    writes it only on the first."""
+    return [f"{cert.name}: {cert.days_left} days left (expires {cert.expires})" for cert in certificates
+            if not cert.missing and cert.days_left < margin_days]

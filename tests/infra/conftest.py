@@ -32,7 +32,7 @@ import yaml
 
 from rackform.collection import PROJECT_DIR
 from rackform.pipeline import STAGE_NAMES
-from rackform.run.verify import PROGRESS_PREFIX, UNREACHABLE
+from rackform.run.verify import NOTE_PROPERTY, PROGRESS_PREFIX, UNREACHABLE
 from rackform.run.verify_inventory import EmittedInventory
 
 from checklib import Link, parse_sysctl_lines  # tests/infra/checklib.py
@@ -181,6 +181,18 @@ def role_setting(machine_vars, role_defaults) -> Callable[[str, str], Any]:
         return machine_vars[name] if name in machine_vars else role_defaults(role)[name]
 
     return setting
+
+
+@pytest.fixture
+def note(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """`note(text)`: something the check reports besides its verdict (each certificate's expiry);
+    `rackform verify` shows it under the machine, passed or failed (a property of the check's
+    JUnit testcase: also kept under xdist, unlike pytest's suite-level properties)."""
+
+    def add(text: str) -> None:
+        request.node.user_properties.append((NOTE_PROPERTY, text))
+
+    return add
 
 
 @pytest.fixture

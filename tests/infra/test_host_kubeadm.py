@@ -4,8 +4,13 @@ On every cluster node the kubelet runs and the node's own Node object is Ready (
 the kubelet's credentials). On each control-plane node: the API answers /readyz through the
 API's virtual IP, every cluster machine of the inventory is a Ready node, the local etcd
 member reports healthy and the cluster has one started etcd member per control-plane node,
-and the cluster DNS resolves kubernetes.default to the API's service address. A host where
-the stage stopped visibly (no Kubernetes packages to be had) is skipped, with the reason.
+and the cluster DNS resolves kubernetes.default to the API's service address; no kubeadm
+certificate (nor the client certificates of the kubeconfigs kubeadm writes) expires within the
+site's margin (kubernetes.cert_expiry_margin_days, default 30 days), and every certificate's
+expiry is shown as the check's note, passed or failed. On every cluster node the kubelet renews
+its own client certificate (rotateCertificates in the configuration kubeadm writes, kubelet.conf
+naming the rotated file). A host where the stage stopped visibly (no Kubernetes packages to be
+had) is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -15,11 +20,18 @@ import json
 import shlex
 
 import pytest
+import yaml
+
+from checklib import certificate_summary, certificates_inside, kubeadm_certificates  # tests/infra/checklib.py
 
 pytestmark = [pytest.mark.stage("kubernetes"), pytest.mark.machines("k8s_cluster")]
 
 ROLE = "kubeadm"
 ADMIN = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+"""The KubeletConfiguration kubeadm writes on every node it inits or joins."""
+KUBELET_ROTATED_CLIENT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+"""The kubelet's client certificate and key as it rotates them (a link to the newest)."""
 ETCD_CERTS = ("--cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt "
               "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key")
 # A DNS A query from the node with Python's standard library (no dig on a minimal node):
@@ -121,3 +133,29 @@ def test_cluster_dns_resolves_kubernetes_default(host, machine_vars, role_settin
     name = f"kubernetes.default.svc.{role_setting(ROLE, 'kubeadm_dns_domain')}"
     result = host.run(f"python3 -c {shlex.quote(DNS_QUERY)} {name} {dns}")
     assert result.stdout.strip() == api, f"{name} at {dns}: {result.stdout.strip() or result.stderr.strip()}, want {api}"
+
+
+@pytest.mark.machines("kube_control_plane")
+def test_no_kubeadm_certificate_expires_within_the_margin(host, role_setting, note):
+    """kubeadm reads each certificate under /etc/kubernetes/pki (etcd's included) and the client
+    certificate each kubeconfig of /etc/kubernetes embeds; the note lists them all."""
+    margin_days = int(role_setting(ROLE, "kubeadm_cert_expiry_margin_days"))
+    result = host.run("kubeadm certs check-expiration -o json")
+    assert result.rc == 0, f"kubeadm certs check-expiration: {(result.stderr or result.stdout).strip()[-300:]}"
+    certificates = kubeadm_certificates(result.stdout)
+    assert certificates, "kubeadm certs check-expiration listed no certificate"
+    note(f"certificate expiry: {certificate_summary(certificates)}")
+    inside = certificates_inside(certificates, margin_days)
+    assert not inside, (f"{len(inside)} kubeadm certificate(s) expire within {margin_days} days: {'; '.join(inside)}"
+                        " (renew: rackform certs renew SITE)")
+
+
+def test_the_kubelet_rotates_its_client_certificate(host):
+    config = host.file(KUBELET_CONFIG)
+    assert config.exists, f"{KUBELET_CONFIG} is missing"
+    rotate = (yaml.safe_load(config.content_string) or {}).get("rotateCertificates")
+    assert rotate is True, f"{KUBELET_CONFIG}: rotateCertificates is {rotate!r}, want true"
+    kubeconfig = yaml.safe_load(host.file("/etc/kubernetes/kubelet.conf").content_string) or {}
+    clients = {user.get("user", {}).get("client-certificate") for user in kubeconfig.get("users") or ()}
+    assert clients == {KUBELET_ROTATED_CLIENT}, \
+        f"/etc/kubernetes/kubelet.conf: client-certificate {sorted(map(str, clients))}, want {KUBELET_ROTATED_CLIENT}"

@@ -25,7 +25,8 @@ from platform_validation import strict_schema
 from hang_limit import SUBPROCESS_HANG_S
 from rackform.installed_tools import find_tool, not_found
 from rackform.k8s import alerts, promtool
-from rackform.k8s.manifests import release_name
+from rackform.k8s.manifests import helm_values, release_name
+from rackform.k8s.platform import PlatformDesign
 from rackform.k8s.versions import load_matrix
 from rackform.model.loader import load_site
 
@@ -50,6 +51,19 @@ def kubelet(node: str, path: str = "/metrics") -> dict[str, str]:
 
 def ksm(node: str, status: str) -> dict[str, str]:
     return {"job": alerts.KSM_JOB, "instance": "10.1.0.5:8080", "node": node, "condition": "Ready", "status": status}
+
+
+def control_plane_certificate(node: str, certificate: str, kind: str = "certificate") -> dict[str, str]:
+    """A kubeadm certificate's expiry series: the textfile's own labels behind node-exporter's target."""
+    return {"job": alerts.NODE_EXPORTER_JOB, "instance": "10.10.0.11:9100", "node": node,
+            "certificate": certificate, "kind": kind}
+
+
+def certificate_check(node: str) -> dict[str, str]:
+    return {"job": alerts.NODE_EXPORTER_JOB, "instance": "10.10.0.11:9100", "node": node}
+
+
+DAY_S = 86400
 
 
 def series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
@@ -218,6 +232,43 @@ CASES: list[dict[str, Any]] = [
     },
 ]
 
+# kubeadm's certificates: the expiry is a timestamp, and promtool's time() starts at 0, so a
+# certificate expiring at 30 days and 5 minutes has 30 whole days left at 3m and 29 at 10m.
+_APISERVER = control_plane_certificate("mgmt-1", "apiserver")
+_ETCD = control_plane_certificate("mgmt-2", "etcd-server")
+_ADMIN = control_plane_certificate("mgmt-3", "admin.conf")
+_CA = control_plane_certificate("mgmt-1", "ca", "authority")
+CASES += [
+    {  # Crossing 30 days warns, crossing 7 pages (and no longer warns); expired (negative) pages; a CA stays quiet.
+        "input_series": [series(alerts.CERT_EXPIRY_METRIC, _APISERVER, f"{30 * DAY_S + 300}x20"),
+                         series(alerts.CERT_EXPIRY_METRIC, _ETCD, f"{7 * DAY_S + 300}x20"),
+                         series(alerts.CERT_EXPIRY_METRIC, _ADMIN, "0x20"),
+                         series(alerts.CERT_EXPIRY_METRIC, _CA, f"{3650 * DAY_S}x20")],
+        "alert_rule_test": [
+            check("3m", "KubeadmCertificateExpiresSoon", firing("KubeadmCertificateExpiresSoon", _ETCD, 7)),
+            check("3m", "KubeadmCertificateExpiresVerySoon", firing("KubeadmCertificateExpiresVerySoon", _ADMIN, -1)),
+            check("10m", "KubeadmCertificateExpiresSoon", firing("KubeadmCertificateExpiresSoon", _APISERVER, 29)),
+            check("10m", "KubeadmCertificateExpiresVerySoon", firing("KubeadmCertificateExpiresVerySoon", _ETCD, 6),
+                  firing("KubeadmCertificateExpiresVerySoon", _ADMIN, -1)),
+        ],
+    },
+    {  # A cluster whose certificates were just renewed (a year left) and whose CA has ten.
+        "input_series": [series(alerts.CERT_EXPIRY_METRIC, _APISERVER, f"{365 * DAY_S}x20"),
+                         series(alerts.CERT_EXPIRY_METRIC, _CA, f"{3650 * DAY_S}x20")],
+        "alert_rule_test": [check("10m", "KubeadmCertificateExpiresSoon"),
+                            check("10m", "KubeadmCertificateExpiresVerySoon")],
+    },
+    {  # The hourly check: mgmt-1's keeps running (its timestamp follows the clock), mgmt-2's stopped at 0.
+        "input_series": [series(alerts.CERT_CHECK_METRIC, certificate_check("mgmt-1"), "0+60x200"),
+                         series(alerts.CERT_CHECK_METRIC, certificate_check("mgmt-2"), "0x200")],
+        "alert_rule_test": [
+            check("170m", "KubeadmCertificateCheckStale"),
+            check("190m", "KubeadmCertificateCheckStale",
+                  firing("KubeadmCertificateCheckStale", certificate_check("mgmt-2"))),
+        ],
+    },
+]
+
 # ------------------------------------------------------------------ tests
 
 
@@ -302,6 +353,21 @@ def test_the_prometheus_rule_is_a_valid_object_kube_prometheus_stack_selects():
                                           "release": release_name("kube_prometheus_stack")}
     names = [group["name"] for group in rule["spec"]["groups"]]
     assert len(names) == len(set(names))
+
+
+def test_the_certificate_timer_writes_where_node_exporter_reads():
+    """The kubeadm role's folder is the one the node-exporter's textfile flag names (under the
+    host's / that the chart mounts at /host/root), and the timer writes the metrics the rules read."""
+    role_vars = yaml.safe_load((REPO / "roles" / "kubeadm" / "vars" / "main.yml").read_text())
+    assert role_vars["kubeadm_cert_metrics_dir"] == alerts.NODE_EXPORTER_TEXTFILE_DIR
+    site = load_site("lab", REPO)
+    values = helm_values("kube_prometheus_stack", site, PlatformDesign())
+    node_exporter_args = values["prometheus-node-exporter"]["extraArgs"]
+    assert f"--collector.textfile.directory=/host/root{alerts.NODE_EXPORTER_TEXTFILE_DIR}" in node_exporter_args
+    # The chart's own two arguments are kept (a list in values replaces the chart's, never merges).
+    assert sum(arg.startswith("--collector.filesystem.") for arg in node_exporter_args) == 2
+    script = (REPO / "roles" / "kubeadm" / "templates" / "kubeadm-cert-metrics.py.j2").read_text()
+    assert alerts.CERT_EXPIRY_METRIC in script and alerts.CERT_CHECK_METRIC in script
 
 
 def test_the_schema_refuses_what_the_crd_refuses():

@@ -177,9 +177,12 @@ def test_a_failed_token_creation_is_reported_masked(files):
 
 
 def test_the_fetched_kubeconfig_is_private_before_and_after_the_fetch(files):
+    """The kubernetes stage and the certificate renewal fetch it with the same tasks."""
     fetching = next(task for task in role_yaml(files, "tasks/control_plane.yml")
                     if task["name"].startswith("Fetch the admin kubeconfig"))
-    folder, before, fetch, after = fetching["block"]
+    assert (fetching["ansible.builtin.import_tasks"], fetching["when"]) == (
+        "admin_kubeconfig.yml", "inventory_hostname == kubeadm_init_host")
+    folder, before, fetch, after = role_yaml(files, "tasks/admin_kubeconfig.yml")
     assert folder["when"] == "not (playbook_dir ~ '/artifacts') is directory", "ansible-runner's folder left as it is"
     path = "{{ playbook_dir }}/artifacts/kubeconfig"
     assert fetch["ansible.builtin.fetch"]["dest"] == path

@@ -25,6 +25,7 @@ from rackform.run.verify import (
     CHECKS_DIR,
     NO_MACHINE,
     CheckFailure,
+    CheckNote,
     HostResult,
     VerifyError,
     VerifyReport,
@@ -162,6 +163,12 @@ def test_environment(host):
     assert os.environ.get("RACKFORM_UNIT_MARK") == "set"
 
 
+def test_notes(host, note):
+    note("first note")
+    note("second note")
+    assert False, "failed after its notes"
+
+
 def test_environment_without_secrets(host):
     assert os.environ.get("SSH_AUTH_SOCK") == "/run/unit/agent.sock"
     assert not {"RACKFORM_UNIT_TOKEN", "AWS_SECRET_ACCESS_KEY", "PYTEST_ADDOPTS"} & set(os.environ)
@@ -201,7 +208,8 @@ def generated_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("verify-unit")
     write_project(root, {"box": LOCAL, "ghost": NOBODY})
     lines: list[str] = []
-    report = verify(SITE, root, stages=("os",), checks="not environment", junit_xml=root / "ci" / "verify.xml",
+    report = verify(SITE, root, stages=("os",), checks="not environment and not notes",
+                    junit_xml=root / "ci" / "verify.xml",
                     checks_dir=generated_checks(root / "checks"), progress=lines.append)
     return report, lines
 
@@ -224,6 +232,17 @@ def test_unreachable_machine_fails_every_check_with_ssh_reason(generated_run):
 
 def test_failures_reach_progress_as_they_happen(generated_run):
     assert "box: FAIL fails: no /nonexistent-rackform-check here" in generated_run[1]
+
+
+def test_a_check_s_notes_are_shown_under_its_machine(tmp_path):
+    """What a check reports besides its verdict (e.g. every certificate's expiry) reaches the report."""
+    write_project(tmp_path, {"box": LOCAL})
+    report = verify(SITE, tmp_path, hosts="box", checks="notes", checks_dir=generated_checks(tmp_path / "checks"),
+                    progress=lambda line: None)
+    box = report.hosts["box"]
+    assert box.notes == [CheckNote("box", "notes", "first note"), CheckNote("box", "notes", "second note")]
+    assert report.lines()[1:4] == ["  FAIL notes: failed after its notes", "  NOTE notes: first note",
+                                   "  NOTE notes: second note"]
 
 
 def test_unreachable_machine_reaches_progress_once(generated_run):
