@@ -361,13 +361,15 @@ def kueue_values(site: Site, chart_version: str) -> dict[str, Any]:
 
     The chart as the module carries it names a moving staging tag (`release-0.17`, pulled
     Always): the image is pinned to the release's own tag, `v<chart version>`, as the site
-    mirror's bundle pushes it, and pulled only when the node lacks it."""
+    mirror's bundle pushes it, with the bundle's digest (`<tag>@<digest>`: the chart joins
+    repository and tag with a colon), and pulled only when the node lacks it."""
     manager: dict[str, Any] = {"nodeSelector": {CONTROL_PLANE_ROLE: ""},
                                "tolerations": [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}]}
     registry = site_mirror.registry(site)
     if registry is not None:
         manager["manager"] = {"image": {
-            "repository": f"{registry}/{KUEUE_IMAGE}", "tag": f"v{chart_version}", "pullPolicy": "IfNotPresent"}}
+            "repository": f"{registry}/{KUEUE_IMAGE}", "tag": site_mirror.pinned_tag(site, KUEUE_IMAGE, f"v{chart_version}"),
+            "pullPolicy": "IfNotPresent"}}
     return {"managerConfig": {"controllerManagerConfigYaml": kueue_configuration()}, "controllerManager": manager}
 
 

@@ -21,6 +21,8 @@ site that names one, and a site that is not air-gapped gets the registry names i
 
 from __future__ import annotations
 
+import functools
+import json
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
@@ -73,12 +75,42 @@ def charts_url(site: Site) -> str | None:
 
 
 def image(site: Site, name: str, tag: str, upstream: str | None = None) -> str:
-    """`<registry>/<name>:<tag>` on a site with a mirror; else `<upstream or name>:<tag>`, as
-    published (a site without a mirror pulls from wherever its nodes are configured to)."""
+    """`<registry>/<name>:<tag>@<digest>` on a site with a mirror, the digest the bundle's manifest
+    gives the image (so a node pulls those very bytes, whatever the tag points at by then; the tag
+    stays for people reading it); `<registry>/<name>:<tag>` while the bundle is not built here.
+    Else `<upstream or name>:<tag>`, as published (a site without a mirror pulls from wherever its
+    nodes are configured to)."""
     found = registry(site)
     if found is not None:
-        return f"{found}/{name}:{tag}"
+        return f"{found}/{name}:{pinned_tag(site, name, tag)}"
     return f"{upstream or name}:{tag}"
+
+
+def pinned_tag(site: Site, name: str, tag: str) -> str:
+    """`<tag>@<digest>` where the site's bundle carries image `name` at `tag`, else `tag`: what
+    follows `<registry>/<name>:` in a reference (Helm charts' `image.tag` too)."""
+    if site.kubernetes is None:
+        return tag
+    digest = bundle_image_digests(site.kubernetes.version).get((name, tag))
+    return f"{tag}@{digest}" if digest else tag
+
+
+def bundle_image_digests(version: str) -> dict[tuple[str, str], str]:
+    """(image name, tag) -> the manifest digest of every image the bundle of `version` carries;
+    empty before `rackform mirror build`. Read once per manifest file (its size and time)."""
+    manifest = bundle_manifest(version)
+    try:
+        found = manifest.stat()
+    except FileNotFoundError:
+        return {}
+    return _image_digests(str(manifest), found.st_mtime_ns, found.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _image_digests(manifest: str, mtime_ns: int, size: int) -> dict[tuple[str, str], str]:
+    artifacts = json.loads(Path(manifest).read_text()).get("artifacts") or []
+    return {(entry["name"], entry["version"]): entry["digest"] for entry in artifacts
+            if entry.get("kind") == "image" and entry.get("digest")}
 
 
 def bundle_dir(version: str) -> str:

@@ -163,6 +163,19 @@ def test_a_pod_on_each_worker_runs_the_image_from_the_site_mirror(probe_pods, no
         "the node pulled the bundle's image, by its digest, from the site mirror"
 
 
+def test_the_pod_network_runs_the_bundle_s_image_named_by_its_digest(kubectl):
+    """kube-router's DaemonSet names its image `<mirror>/kube-router:<tag>@<digest>` with the bundle's
+    digest (rackform.k8s.site_mirror.image), so every node pulls those bytes whatever the tag says."""
+    manifest = read(bundle_path(release_pins(REPO_ROOT, SITE).kubernetes)).find("image", "kube-router")
+    wanted = f"{MIRROR_REGISTRY}/kube-router:{manifest.version}@{manifest.digest}"
+    pods = kubectl.json("-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-router")["items"]
+    assert len(pods) == len(CONTROL_PLANE) + len(WORKERS), [pod["metadata"]["name"] for pod in pods]
+    for pod in pods:
+        assert {c["image"] for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])} == {wanted}
+        assert {c["imageID"] for c in pod["status"]["containerStatuses"]} == \
+            {f"{MIRROR_REGISTRY}/kube-router@{manifest.digest}"}, pod["metadata"]["name"]
+
+
 def test_a_pod_reaches_a_pod_on_the_other_worker(probe_pods, kubectl):
     pods, _ = probe_pods
     target = pods[WORKERS[1]]["status"]["podIP"]

@@ -566,6 +566,18 @@ def test_a_second_platform_apply_changes_no_tenant_object_and_adds_no_helm_revis
     assert revisions and helm_revisions(platform) == revisions, "kueue, deployed as rendered, was not upgraded again"
 
 
+def test_kueue_runs_the_bundle_s_image_named_by_its_digest(platform):
+    """The chart's image tag is `<tag>@<digest>` with the bundle's digest (rackform.k8s.manifests.kueue_values)."""
+    from rackform.mirror.bundle import bundle_path, release_pins
+    from rackform.mirror.manifest import read
+
+    manifest = read(bundle_path(release_pins(REPO_ROOT, SITE).kubernetes)).find("image", "kueue")
+    pods = platform.json("-n", "kueue-system", "get", "pods")["items"]
+    managers = [c for pod in pods for c in pod["spec"]["containers"] if c["name"] == "manager"]
+    assert managers and {c["image"] for c in managers} == {
+        f"{MIRROR_REGISTRY}/kueue:{manifest.version}@{manifest.digest}"}
+
+
 # ---------------------------------------------------------------- day 2: rolling maintenance
 
 

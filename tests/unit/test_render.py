@@ -395,12 +395,17 @@ def test_switch_ports_come_from_the_cabling_plan(files, switch, port, descriptio
         ("inventory/group_vars/all/mirror.yml", "site_mirror_charts_url", "http://10.10.0.11:8080/charts"),
         ("inventory/group_vars/all/mirror.yml", "site_mirror_registry", "10.10.0.11:5000"),
         ("inventory/group_vars/all/mirror.yml", "site_mirror_air_gapped", True),
-        ("inventory/group_vars/all/mirror.yml", "site_mirror_bundle", "/var/lib/rackform/mirror/bundles/kubernetes-1.36.1"),
         ("inventory/group_vars/cumulus/connection.yml", "ansible_connection", "ssh"),
     ],
 )
 def test_group_vars_hold_the_design_values(files, path, key, value):
     assert load(files, path)[key] == value
+
+
+def test_the_mirror_host_is_told_the_controller_s_bundle_of_the_site_s_release(files):
+    from rackform.mirror.bundle import bundle_path
+
+    assert load(files, "inventory/group_vars/all/mirror.yml")["site_mirror_bundle"] == str(bundle_path("1.36.1"))
 
 
 def test_roce_override_of_a_host_becomes_its_host_variable(lab):

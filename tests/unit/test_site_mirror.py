@@ -52,8 +52,10 @@ def test_air_gapped_is_the_default(lab_site):
 
 
 def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
+    from rackform.mirror.bundle import bundle_path
+
     told = mirror_group_vars(lab_site)
-    assert told.pop("site_mirror_bundle_digest").startswith(("sha256:", "none"))
+    assert told.pop("site_mirror_bundle_digest") == "none", "no bundle built in the unit tests' bundles folder"
     assert told == {
         "site_mirror_host": "mgmt-1",
         "site_mirror_address": "10.10.0.11",
@@ -61,7 +63,7 @@ def test_the_nodes_are_told_where_the_mirror_serves(lab_site):
         "site_mirror_charts_url": "http://10.10.0.11:8080/charts",
         "site_mirror_registry": "10.10.0.11:5000",
         "site_mirror_air_gapped": True,
-        "site_mirror_bundle": "/var/lib/rackform/mirror/bundles/kubernetes-1.36.1",  # the lab's pin
+        "site_mirror_bundle": str(bundle_path("1.36.1")),  # the lab's pin
         # rackform serves this mirror: the site's own key and its signature over that bundle
         "site_mirror_apt_key_file": "/var/lib/rackform/mirror/sites/lab/apt-signing-key.asc",
         "site_mirror_apt_signatures": "/var/lib/rackform/mirror/sites/lab/kubernetes-1.36.1",
@@ -210,3 +212,59 @@ def test_a_rebuilt_bundle_changes_what_the_nodes_are_told(lab_site, tmp_path, mo
     first = mirror_group_vars(lab_site)["site_mirror_bundle_digest"]
     (folder / "manifest.json").write_text('{"format": 1, "changed": true}')
     assert first.startswith("sha256:") and mirror_group_vars(lab_site)["site_mirror_bundle_digest"] != first
+
+
+# ------------------------------------------------------------------ images by digest
+
+KUBE_ROUTER_DIGEST = "sha256:" + "ab" * 32
+KUEUE_DIGEST = "sha256:" + "cd" * 32
+
+
+@pytest.fixture()
+def lab_bundle(tmp_path, monkeypatch):
+    """The lab release's bundle "built" here, its manifest listing kube-router and Kueue."""
+    import json
+
+    from rackform.mirror import bundle
+
+    folder = bundle.bundle_path("1.36.1", tmp_path)
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"format": 1, "kubernetes": "1.36.1", "artifacts": [
+        {"kind": "image", "name": "kube-router", "version": "v2.1.0", "digest": KUBE_ROUTER_DIGEST},
+        {"kind": "image", "name": "kueue", "version": "v0.17.0", "digest": KUEUE_DIGEST},
+        {"kind": "chart", "name": "kueue", "version": "0.17.0", "digest": "sha256:" + "ef" * 32}]}))
+    monkeypatch.setattr(bundle, "BUNDLES_DIR", tmp_path)
+    return folder
+
+
+def test_an_image_the_bundle_carries_is_named_with_its_digest(lab_site, lab_bundle):
+    from rackform.k8s.site_mirror import image
+
+    assert image(lab_site, "kube-router", "v2.1.0") == f"10.10.0.11:5000/kube-router:v2.1.0@{KUBE_ROUTER_DIGEST}"
+
+
+def test_an_image_at_a_tag_the_bundle_lacks_keeps_its_tag_alone(lab_site, lab_bundle):
+    from rackform.k8s.site_mirror import image
+
+    assert image(lab_site, "kube-router", "v2.0.0") == "10.10.0.11:5000/kube-router:v2.0.0"
+    assert image(lab_site, "kueue-viz", "v0.17.0") == "10.10.0.11:5000/kueue-viz:v0.17.0"
+
+
+def test_before_the_bundle_is_built_images_are_named_by_tag(lab_site):
+    from rackform.k8s.site_mirror import image
+
+    assert image(lab_site, "kube-router", "v2.1.0") == "10.10.0.11:5000/kube-router:v2.1.0"
+
+
+def test_the_rendered_network_and_kueue_pull_by_the_bundle_s_digests(lab_site, lab_bundle, repo_root):
+    from rackform.k8s.cni import cni_group_vars
+    from rackform.k8s.manifests import helm_releases
+    from rackform.k8s.platform import load_platform
+    from rackform.k8s.versions import load_matrix
+
+    manifests = [m for ms in cni_group_vars(lab_site)["kube_cni_manifests"].values() for m in ms]
+    (router,) = [m for m in manifests if m["kind"] == "DaemonSet"]
+    images = {c["image"] for key in ("initContainers", "containers") for c in router["spec"]["template"]["spec"][key]}
+    assert images == {f"10.10.0.11:5000/kube-router:v2.1.0@{KUBE_ROUTER_DIGEST}"}
+    (kueue,) = helm_releases(lab_site, load_platform(lab_site), load_matrix(repo_root))
+    assert kueue.values["controllerManager"]["manager"]["image"]["tag"] == f"v0.17.0@{KUEUE_DIGEST}"

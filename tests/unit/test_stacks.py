@@ -46,6 +46,22 @@ SITES_WITH_STACKS = [
 FAKE_DIGESTS = {stage.name: f"sha256:{stage.name}" for stage in STAGES}
 
 
+@pytest.fixture(autouse=True)
+def built_bundles(monkeypatch, tmp_path_factory):
+    """Every carried release's mirror bundle "built" (its manifest.json, which is what built
+    means: rackform.k8s.site_mirror.missing_bundle): `pulumi up` refuses a site without one."""
+    from rackform.mirror import bundle
+
+    bundles = tmp_path_factory.mktemp("built-bundles")
+    for release in (REPO / "sources" / "kubernetes").iterdir():
+        folder = bundle.bundle_path(release.name, bundles)
+        folder.mkdir()
+        (folder / "manifest.json").write_text(f'{{"format": 1, "kubernetes": "{release.name}", "artifacts": []}}\n')
+    monkeypatch.setattr(bundle, "BUNDLES_DIR", bundles)
+    monkeypatch.setenv("RACKFORM_MIRROR_BUNDLES", str(bundles))
+    return bundles
+
+
 def fake_digests(site) -> dict[str, str]:
     """FAKE_DIGESTS of the stages the site has (a site without data sets has no storage stage)."""
     return {name: digest for name, digest in FAKE_DIGESTS.items() if stage_not_applicable(site, name) is None}
