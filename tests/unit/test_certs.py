@@ -207,6 +207,15 @@ def test_the_renewal_fails_a_certificate_that_did_not_move_later(files):
     assert _renewal_check(files, before, half) == [True, False]
 
 
+def test_each_node_reports_its_certificates_new_expiry(files):
+    """The message `rackform certs renew` prints per node: {certificate: new expiry}, missing ones left out."""
+    report = next(task for task in role_yaml(files, "tasks/certs_renew.yml") if task["name"] == certs.REPORT_TASK)
+    after = expiration_info({"apiserver": 365 * DAY_S, "super-admin.conf": None}, {"ca": 3000 * DAY_S})
+    said = evaluate(files, report["ansible.builtin.debug"]["msg"],
+                    kubeadm_certs_after={"stdout": "[certs] reading\n" + json.dumps(after)})
+    assert said == {"apiserver": after["certificates"][0]["expirationDate"]}
+
+
 def test_the_new_expiry_is_read_from_the_run_s_events(tmp_path):
     events = tmp_path / "artifacts" / "ident" / "job_events"
     events.mkdir(parents=True)
