@@ -397,3 +397,20 @@ def test_the_role_s_expressions_choose_a_healthy_member_and_name_every_member(tm
     assert ("CHOSEN h2 CLUSTER h1=https://10.0.0.1:2380,h2=https://10.0.0.2:2380,h3=https://10.0.0.3:2380"
             in result.stdout), result.stdout
     assert "SNAPSHOT etcd-snapshot-20260101T020000Z-h2.db" in result.stdout
+
+
+def test_prepare_refuses_an_etcd_image_without_etcdutl_before_anything_stops():
+    """A node deployed from a bundle older than etcdutl in the etcd image: pulled again, else refused
+    in the prepare step, while etcd and the API server still run."""
+    tasks = _tasks("restore_prepare")
+    names = [task["name"] for task in tasks]
+    check, pull, refuse = (names.index(name) for name in (
+        "Check that the etcd image carries etcdutl", "Pull the etcd image again where the node's copy lacks etcdutl",
+        "Refuse a restore without etcdutl"))
+    assert check < pull < refuse
+    assert _argv(tasks[pull]) == ["/usr/local/sbin/rackform-etcd", "etcdutl", "version"]
+    assert tasks[pull]["environment"] == {"RACKFORM_ETCD_PULL": "1"}
+    assert tasks[refuse]["when"] == "etcd_backup_etcdutl.rc != 0 and etcd_backup_etcdutl_pulled.rc != 0"
+    assert all("mv" not in str(task.get("ansible.builtin.command", "")) for task in tasks)  # nothing moves here
+    wrapper = (ROLE / "templates" / "rackform-etcd.sh.j2").read_text()
+    assert '[ "${RACKFORM_ETCD_PULL:-}" = 1 ] ||' in wrapper
