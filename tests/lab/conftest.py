@@ -5,9 +5,11 @@
 - `shipped_lab`: the shipped `lab` site itself (a real Kubernetes cluster once deployed),
   brought up once per session from freshly imaged nodes: test_deploy_lab deploys it and
   leaves it converged, test_storage_lab reads its data sets, test_kubernetes_lab works on the
-  cluster that deploy made, test_hardening_lab checks its control plane's hardening (and
-  joins gpu-2 again). Its
-  site mirror's bundle is built first (from the cache when nothing changed).
+  cluster that deploy made, test_hardening_lab checks its control plane's hardening,
+  test_platform_lab its tenants, queues, maintenance and upgrade, test_certificates_lab renews
+  kubeadm's certificates, and test_etcd_recovery_lab, last (it destroys etcd's data), restores
+  etcd from a snapshot. Its site mirror's bundle is built first (from the cache when nothing
+  changed).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ serial: LABTEST-LEAF-1
 # is not left idling (and taking CPU) while unrelated lab tests run.
 # test_pulumi_lab deploys it (`pulumi up -s lab`); the others work on what it deployed.
 SHIPPED_LAB_MODULES = ("test_pulumi_lab.py", "test_deploy_lab.py", "test_storage_lab.py", "test_kubernetes_lab.py",
-                       "test_hardening_lab.py", "test_platform_lab.py")
+                       "test_hardening_lab.py", "test_platform_lab.py", "test_certificates_lab.py",
+                       "test_etcd_recovery_lab.py")
 
 
 def pytest_collection_modifyitems(config, items):

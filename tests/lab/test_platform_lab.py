@@ -76,9 +76,9 @@ def deploy_platform() -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def platform(shipped_lab_done) -> Kubectl:
+def platform(shipped_lab) -> Kubectl:
     """The platform stage applied to the lab cluster and its GPU nodes advertising their GPUs
-    (the lab-only step). The lab goes down when this module ends: it is the last to use it."""
+    (the lab-only step)."""
     code, said = deploy_platform()
     assert code == 0, said[-3000:]
     kubectl = lab_kubectl()
