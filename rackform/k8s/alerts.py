@@ -141,7 +141,7 @@ NODE_EXPORTER_JOB = "node-exporter"
 `jobLabel: node-exporter` label (chart values prometheus-node-exporter.service.labels)."""
 NODE_EXPORTER_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
 """Where the timer writes on the node (role kubeadm's kubeadm_cert_metrics_dir; a unit test keeps
-the two equal). node-exporter sees the node's / at /host/root (the chart's hostRootFsMount)."""
+the two equal), mounted into node-exporter for its textfile collector (rackform.k8s.manifests)."""
 CERT_EXPIRY_WARNING_DAYS = 30
 """The same as `rackform verify`'s default margin (kubernetes.cert_expiry_margin_days): a month to
 plan a renewal (`rackform certs renew SITE`). kubeadm's certificates last a year."""

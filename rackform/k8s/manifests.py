@@ -330,20 +330,25 @@ def helm_values(component: str, site: Site, design: PlatformDesign, version: str
     if component == "kube_prometheus_stack":
         return {"grafana": {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}},
                 "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False}},
-                "prometheus-node-exporter": {"extraArgs": NODE_EXPORTER_ARGS}}
+                "prometheus-node-exporter": {"extraArgs": NODE_EXPORTER_ARGS,
+                                             "extraHostVolumeMounts": [NODE_EXPORTER_TEXTFILE_MOUNT]}}
     return {}
 
 
+NODE_EXPORTER_TEXTFILE_MOUNT = {"name": "rackform-textfile", "hostPath": NODE_EXPORTER_TEXTFILE_DIR,
+                                "mountPath": "/textfile", "readOnly": True, "type": "DirectoryOrCreate"}
+"""The folder where each control-plane node's timer writes the expiry of kubeadm's certificates
+(role kubeadm, rackform.k8s.alerts), mounted into node-exporter (chart values
+prometheus-node-exporter.extraHostVolumeMounts); created empty where no timer writes (workers)."""
 NODE_EXPORTER_ARGS = [
-    # kube-prometheus-stack's own two (its values.yaml at 70.0.0): a list in our values replaces
-    # the chart's, so they are given again.
-    "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|var/lib/docker/.+|var/lib/kubelet/.+)($|/)",
-    "--collector.filesystem.fs-types-exclude=^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|"
-    "fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|"
-    "sysfs|tracefs)$",
-    # The control-plane nodes' kubeadm certificate expiry (role kubeadm's timer), read under the
-    # node's / that the chart mounts at /host/root (hostRootFsMount); the alerts in rackform.k8s.alerts.
-    f"--collector.textfile.directory=/host/root{NODE_EXPORTER_TEXTFILE_DIR}",
+    # A list in our values replaces the chart's: kube-prometheus-stack (values.yaml at 70.0.0) gives
+    # two filesystem arguments. Its mount-point one is kept (the same mount points, its regex
+    # written shorter: /dev, /proc, /sys, docker's and the kubelet's volumes); its fs-types one
+    # is the same list as node_exporter's own Linux default (collector/filesystem_linux.go), so it
+    # is left to that default. The rendered list must stay within the 160 characters a line that
+    # ansible-lint allows (rackform.render.yamltext writes a flat list on one line).
+    "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|var/lib/(docker|kubelet)/.+)($|/)",
+    f"--collector.textfile.directory={NODE_EXPORTER_TEXTFILE_MOUNT['mountPath']}",
 ]
 """node-exporter's extra arguments (chart values prometheus-node-exporter.extraArgs)."""
 

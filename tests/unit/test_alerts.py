@@ -356,16 +356,25 @@ def test_the_prometheus_rule_is_a_valid_object_kube_prometheus_stack_selects():
 
 
 def test_the_certificate_timer_writes_where_node_exporter_reads():
-    """The kubeadm role's folder is the one the node-exporter's textfile flag names (under the
-    host's / that the chart mounts at /host/root), and the timer writes the metrics the rules read."""
+    """The kubeadm role's folder is the one mounted into node-exporter where its textfile flag
+    points, and the timer writes the metrics the rules read."""
     role_vars = yaml.safe_load((REPO / "roles" / "kubeadm" / "vars" / "main.yml").read_text())
     assert role_vars["kubeadm_cert_metrics_dir"] == alerts.NODE_EXPORTER_TEXTFILE_DIR
     site = load_site("lab", REPO)
     values = helm_values("kube_prometheus_stack", site, PlatformDesign())
-    node_exporter_args = values["prometheus-node-exporter"]["extraArgs"]
-    assert f"--collector.textfile.directory=/host/root{alerts.NODE_EXPORTER_TEXTFILE_DIR}" in node_exporter_args
-    # The chart's own two arguments are kept (a list in values replaces the chart's, never merges).
-    assert sum(arg.startswith("--collector.filesystem.") for arg in node_exporter_args) == 2
+    node_exporter = values["prometheus-node-exporter"]
+    node_exporter_args = node_exporter["extraArgs"]
+    (mount,) = node_exporter["extraHostVolumeMounts"]
+    assert (mount["hostPath"], mount["readOnly"]) == (alerts.NODE_EXPORTER_TEXTFILE_DIR, True)
+    assert f"--collector.textfile.directory={mount['mountPath']}" in node_exporter_args
+    # The chart's mount-point exclusion is kept (a list in values replaces the chart's, never merges),
+    # its regex shorter but excluding the same mount points (kube-prometheus-stack 70.0.0's values).
+    chart = re.compile(r"^/(dev|proc|sys|var/lib/docker/.+|var/lib/kubelet/.+)($|/)")
+    (ours,) = [re.compile(arg.split("=", 1)[1]) for arg in node_exporter_args
+               if arg.startswith("--collector.filesystem.mount-points-exclude=")]
+    for path in ("/", "/dev", "/dev/shm", "/proc", "/sys/fs/cgroup", "/var/lib/docker", "/var/lib/docker/overlay2/x",
+                 "/var/lib/kubelet", "/var/lib/kubelet/pods/u/volumes/x", "/var/lib/etcd", "/devices", "/home"):
+        assert bool(ours.match(path)) == bool(chart.match(path)), path
     script = (REPO / "roles" / "kubeadm" / "templates" / "kubeadm-cert-metrics.py.j2").read_text()
     assert alerts.CERT_EXPIRY_METRIC in script and alerts.CERT_CHECK_METRIC in script
 
