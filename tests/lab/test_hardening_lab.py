@@ -4,23 +4,23 @@
   mgmt-1's etcd pod) its value starts `k8s:enc:secretbox:v1:` and holds nothing of the
   plaintext, and so does every other Secret of the cluster; the API still returns the plaintext;
   the encryption configuration is 0600 in a 0700 folder on each control-plane node;
-- after the first deploy (test_pulumi_lab's `pulumi up`, every node joined by the kubernetes
-  stage) no node has a kubeadm-join.yaml, and no file under build/lab/ that the fixed role's runs
-  wrote (ansible-runner's artifacts, every task's output, the fact cache) holds a bootstrap token
-  (those `kubeadm token list` shows, or anything shaped like one) or a certificate key; that the
-  fixed role changes nothing on a second run is test_deploy_lab's converge, which runs before
-  this module. A node joining later (node add, node replace) takes the same tasks;
+- a worker joins again (gpu-2, `kubeadm reset`, then `rackform deploy lab --stage kubernetes -v`):
+  afterwards no node has a kubeadm-join.yaml, and neither the deploy's output (every task's
+  result, -v) nor any file under build/lab/ that the fixed role's runs wrote (ansible-runner's
+  artifacts, the fact cache) holds a bootstrap token (those `kubeadm token list` shows, or
+  anything shaped like one) or a certificate key (that the fixed role changes nothing on a second
+  run is test_deploy_lab's converge, which runs before this module);
 - build/lab/artifacts/kubeconfig is mode 0600;
 - each control-plane node's audit log has entries for that Secret (read through each node's
   own API server), at Metadata level: no request or response body, no plaintext;
 - a key rotation (`rackform secrets lab --rotate-encryption-key`, the stage, then
   `--forget-old-encryption-keys`, the stage): every Secret ends up encrypted with the new key,
   the API reads them all throughout, the old key is gone from every control-plane node, and no
-  key's secret, token or certificate key shows in the deploys' output (-v: every task's result)
-  or under build/lab.
+  key's secret shows in the deploys' output or under build/lab.
 
 Works on the shipped lab as test_kubernetes_lab leaves it (tests/lab/conftest.py runs the
-modules back to back); test_platform_lab comes after it.
+modules back to back); test_platform_lab comes after it (it advertises the GPU nodes' GPUs
+again itself, so gpu-2's rejoin takes nothing from it).
 Run alone, on one worker: pytest -p no:xdist -m lab tests/lab/test_hardening_lab.py -s
 """
 
@@ -49,6 +49,8 @@ from clusterlab import (
     WORKERS,
     Kubectl,
     lab_kubectl,
+    ready_nodes,
+    wait_all_ready,
     wait_for,
 )
 
@@ -59,6 +61,7 @@ SECRET = "rackform-hardening-probe"
 PLAINTEXT = f"hardening-probe-{secrets.token_hex(12)}"
 """The probe Secret's value: random per run, so finding it anywhere is this run's leak."""
 ENCRYPTED_PREFIX = b"k8s:enc:secretbox:v1:"
+REJOINING = "gpu-2"
 AUDIT_LOG_DIR = "/var/log/kubernetes/audit"
 ETCDCTL = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
            "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
@@ -140,24 +143,40 @@ def test_the_encryption_configuration_is_readable_by_root_alone(lab, node):
     assert (modes.returncode, modes.stdout.split()) == (0, ["700", "600"]), modes.stderr
 
 
-# ---------------------------------------------------------------- the joins' secrets
+# ---------------------------------------------------------------- a worker joins again
 
 
 def live_tokens(lab) -> set[str]:
-    """The bootstrap tokens the cluster holds now (`kubeadm token list` on mgmt-1): the joins'
-    token lives 2 h, so the first deploy's is among them."""
+    """The bootstrap tokens the cluster holds now (`kubeadm token list` on mgmt-1)."""
     listed = ssh(lab, "mgmt-1", "kubeadm token list --kubeconfig /etc/kubernetes/admin.conf")
     assert listed.returncode == 0, listed.stderr
     return {line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip()}
 
 
 @pytest.fixture(scope="module")
-def tokens(lab) -> set[str]:
-    return live_tokens(lab)
+def rejoined(lab, kubectl):
+    """gpu-2 reset and joined again by the kubernetes stage: (the deploy's output, the tokens the
+    cluster held right after it)."""
+    wait_all_ready(kubectl)
+    reset = ssh(lab, REJOINING, "kubeadm reset --force 2>&1", timeout_s=300)
+    assert reset.returncode == 0, reset.stdout[-2000:]
+    wait_for(f"{REJOINING} NotReady (kubeadm join refuses a Ready node of its name)",
+             lambda: ready_nodes(kubectl).get(REJOINING) != "True", 180)
+    code, output = deploy_kubernetes()
+    assert code == 0, output[-4000:]
+    tokens = live_tokens(lab)
+    wait_all_ready(kubectl)
+    return output, tokens
+
+
+def test_the_worker_joined_again_with_a_new_token(rejoined, kubectl):
+    _, tokens = rejoined
+    assert tokens, "the stage made a join token for gpu-2 (2 h): kubeadm token list shows it"
+    assert ready_nodes(kubectl) == {name: "True" for name in (*CONTROL_PLANE, *WORKERS)}
 
 
 @pytest.mark.parametrize("node", (*CONTROL_PLANE, *WORKERS))
-def test_no_node_keeps_a_join_file(lab, node):
+def test_no_node_keeps_a_join_file(rejoined, lab, node):
     found = ssh(lab, node, "find /etc/kubernetes -name 'kubeadm-join*'")
     assert (found.returncode, found.stdout.split()) == (0, []), found.stderr
 
@@ -204,6 +223,11 @@ def leaks(text: str, tokens: set[str]) -> list[str]:
     return found
 
 
+def test_the_deploy_s_output_holds_no_token_or_certificate_key(rejoined):
+    output, tokens = rejoined
+    assert leaks(output, tokens) == []  # never the token itself in the message: only what kind leaked
+
+
 def joins_recorded(runs: list[Path]) -> list[str]:
     """`host: task` of every successful join task in these runs' job events."""
     joins = ("Join the cluster as a worker", "Join the other control-plane nodes one at a time")
@@ -219,10 +243,10 @@ def joins_recorded(runs: list[Path]) -> list[str]:
     return found
 
 
-def test_no_file_under_the_project_holds_a_token_or_certificate_key(tokens):
-    joined = joins_recorded(fixed_role_runs())
-    assert {f"{node}: Join the cluster as a worker" for node in WORKERS} <= set(joined), \
-        f"the files searched include the runs in which the workers joined: {joined}"
+def test_no_file_under_the_project_holds_a_token_or_certificate_key(rejoined):
+    _, tokens = rejoined
+    assert f"{REJOINING}: Join the cluster as a worker" in joins_recorded(fixed_role_runs()), \
+        "the files searched include a run in which a node joined"
     found = {str(path.relative_to(PROJECT)): kinds for path in scanned_files()
              if (kinds := leaks(path.read_text(errors="replace"), tokens))}
     assert found == {}
@@ -332,9 +356,9 @@ def test_the_rewrite_is_not_owed_any_more(rotated, lab):
     assert ssh(lab, "mgmt-1", "test -e /etc/kubernetes/enc/rewrite-secrets").returncode == 1
 
 
-def test_the_rotation_s_deploy_shows_no_key_or_token(rotated, tokens):
+def test_the_rotation_s_deploy_shows_no_key(rotated):
     _, _, output = rotated
-    assert leaks(output, tokens) == []  # never the secret itself in the message: only what kind leaked
+    assert leaks(output, set()) == []
 
 
 @pytest.fixture(scope="module")
