@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -209,6 +210,35 @@ def check(target: Path | None = None, wanted: dict[str, str] | None = None) -> l
     wanted = wanted_collections() if wanted is None else wanted
     return [f"{name} {wanted[name]}: " + (f"{found} is installed" if found else "not installed") + f" in {target}"
             for name, found in sorted(missing(target, wanted).items())]
+
+
+DEFAULT_COLLECTIONS_PATHS = ("~/.ansible/collections", "/usr/share/ansible/collections")
+"""ansible-core's collection paths when ANSIBLE_COLLECTIONS_PATH sets none."""
+
+
+def search_roots() -> list[Path]:
+    """Where an ansible-playbook of this environment finds collections: the collection paths
+    (ANSIBLE_COLLECTIONS_PATH, else ansible-core's defaults) and every folder on sys.path, which
+    ansible-core scans too (site-packages, and folders a `.pth` file adds)."""
+    configured = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    paths = configured.split(os.pathsep) if configured else DEFAULT_COLLECTIONS_PATHS
+    roots = [Path(path).expanduser() for path in paths if path] + [Path(path) for path in sys.path if path]
+    return list(dict.fromkeys(roots))
+
+
+def unfindable(wanted: dict[str, str] | None = None, roots: list[Path] | None = None) -> list[str]:
+    """The wanted collections ansible-core would not find at their pinned versions in any of
+    `roots` (default search_roots()), each with what was found instead (empty when all are found)."""
+    wanted = wanted_collections() if wanted is None else wanted
+    roots = search_roots() if roots is None else roots
+    problems = []
+    for name, version in sorted(wanted.items()):
+        found = {root: installed_version(root, name) for root in roots}
+        if version not in found.values():
+            others = [f"{seen} in {root}" for root, seen in found.items() if seen]
+            nowhere = "not found in site-packages, sys.path or " + ", ".join(DEFAULT_COLLECTIONS_PATHS)
+            problems.append(f"{name} {version}: " + (f"only {', '.join(others)}" if others else nowhere))
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ def require_collections() -> None:
     """StageEnvironmentError unless the Ansible collections the roles call besides their own
     (ansible.posix, community.general) are installed at their pinned versions: without them every
     stage would run up to its first task of theirs and fail there, hosts half changed."""
-    problems = external_collections.check()
+    problems = external_collections.unfindable()
     if problems:
         raise StageEnvironmentError(
             "the Ansible collections the roles use are not installed in this environment:\n  "
