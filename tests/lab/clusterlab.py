@@ -21,6 +21,8 @@ WORKERS = ("gpu-1", "gpu-2")
 VIP = "10.10.0.5"
 MIRROR_REGISTRY = "10.10.0.11:5000"
 READY_TIMEOUT_S = 240
+SHIPPED_LAB_IMAGED_AT: float | None = None
+"""When this session imaged the shipped lab afresh (tests/lab/conftest.py), else None (a lab reused)."""
 
 
 def pinned_kubectl() -> Path:
@@ -78,3 +80,23 @@ def wait_for(what: str, condition, timeout_s: float, interval_s: float = 2) -> f
         assert time.monotonic() - started < timeout_s, f"{what}: not within {timeout_s} s"
         time.sleep(interval_s)
     return time.monotonic() - started
+
+
+def deployed_this_session() -> bool:
+    """Whether every stage of the shipped lab is applied, as the design now renders it, since this
+    session imaged its nodes (a lab reused with RACKFORM_LAB_REUSE=1: applied as rendered). Then
+    a module that needs the deployed cluster need not converge it again: test_deploy_lab's second
+    deploy already showed nothing left to change."""
+    from datetime import datetime
+
+    from rackform.run import applied
+    from rackform.run.plan import plan_site
+
+    if plan_site(SITE, REPO_ROOT).to_run:
+        return False
+    if SHIPPED_LAB_IMAGED_AT is None:
+        return True
+    recorded = applied.load(REPO_ROOT, SITE)
+    return bool(recorded) and all(
+        datetime.fromisoformat(stage.applied_at.replace("Z", "+00:00")).timestamp() >= SHIPPED_LAB_IMAGED_AT
+        for stage in recorded.values())

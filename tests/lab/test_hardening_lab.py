@@ -4,7 +4,8 @@
   mgmt-1's etcd pod) its value starts `k8s:enc:secretbox:v1:` and holds nothing of the
   plaintext, and so does every other Secret of the cluster; the API still returns the plaintext;
   the encryption configuration is 0600 in a 0700 folder on each control-plane node;
-- a worker joins again (gpu-2, `kubeadm reset`, then `rackform deploy lab --stage kubernetes -v`):
+- a worker joins again (gpu-2, `kubeadm reset`, then `rackform deploy lab --stage kubernetes -v`,
+  the same run that changes the API servers over to a new encryption key, below):
   afterwards no node has a kubeadm-join.yaml, and neither the deploy's output (every task's
   result, -v) nor any file under build/lab/ that the fixed role's runs wrote (ansible-runner's
   artifacts, the fact cache) holds a bootstrap token (those `kubeadm token list` shows, or
@@ -13,7 +14,7 @@
 - build/lab/artifacts/kubeconfig is mode 0600;
 - each control-plane node's audit log has entries for that Secret (read through each node's
   own API server), at Metadata level: no request or response body, no plaintext;
-- a key rotation (`rackform secrets lab --rotate-encryption-key`, the stage, then
+- a key rotation (`rackform secrets lab --rotate-encryption-key`, the stage (gpu-2's rejoin), then
   `--forget-old-encryption-keys`, the stage): every Secret ends up encrypted with the new key,
   the API reads them all throughout, the old key is gone from every control-plane node, and no
   key's secret shows in the deploys' output or under build/lab.
@@ -154,18 +155,33 @@ def live_tokens(lab) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def rejoined(lab, kubectl):
-    """gpu-2 reset and joined again by the kubernetes stage: (the deploy's output, the tokens the
-    cluster held right after it)."""
+def rejoined_and_rotated(lab, kubectl, probe_secret):
+    """gpu-2 reset, a new encryption key made (`rackform secrets lab --rotate-encryption-key`), then
+    one run of the kubernetes stage does both: the API servers change over to the new key and gpu-2
+    joins again (one run rather than two: the stage's other ~100 s are paid once).
+    (the deploy's output, the tokens the cluster held right after it, the new key, the old key)."""
     wait_all_ready(kubectl)
     reset = ssh(lab, REJOINING, "kubeadm reset --force 2>&1", timeout_s=300)
     assert reset.returncode == 0, reset.stdout[-2000:]
     wait_for(f"{REJOINING} NotReady (kubeadm join refuses a Ready node of its name)",
              lambda: ready_nodes(kubectl).get(REJOINING) != "True", 180)
+    old = SiteVault(SITE).encryption_keys()[0].name
+    vault_key_secrets()
+    said = secrets_command("--rotate-encryption-key")
+    new = SiteVault(SITE).encryption_keys()[0].name
+    vault_key_secrets()
+    assert new != old and f"new encryption key {new}" in said
     code, output = deploy_kubernetes()
     assert code == 0, output[-4000:]
     tokens = live_tokens(lab)
     wait_all_ready(kubectl)
+    return output, tokens, new, old
+
+
+@pytest.fixture(scope="module")
+def rejoined(rejoined_and_rotated):
+    """(the deploy's output, the tokens the cluster held right after it)."""
+    output, tokens, _, _ = rejoined_and_rotated
     return output, tokens
 
 
@@ -321,16 +337,9 @@ def key_names_on(lab, node: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def rotated(lab, kubectl, probe_secret):
+def rotated(rejoined_and_rotated, probe_secret):
     """A new key first, the stage run: (new key, old key, the deploy's output)."""
-    old = SiteVault(SITE).encryption_keys()[0].name
-    vault_key_secrets()
-    said = secrets_command("--rotate-encryption-key")
-    new = SiteVault(SITE).encryption_keys()[0].name
-    vault_key_secrets()
-    assert new != old and f"new encryption key {new}" in said
-    code, output = deploy_kubernetes()
-    assert code == 0, output[-4000:]
+    output, _, new, old = rejoined_and_rotated
     return new, old, output
 
 

@@ -50,6 +50,7 @@ from clusterlab import (
     WORKERS,
     Kubectl,
     lab_kubectl,
+    deployed_this_session,
     ready_nodes,
     wait_all_ready,
     wait_for,
@@ -71,8 +72,11 @@ def ssh(state, node: str, command: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def cluster(shipped_lab):
-    """The shipped lab deployed (a converge when test_deploy_lab ran first); its state.
-    test_platform_lab works on the same cluster after this module."""
+    """The shipped lab deployed (already, when test_pulumi_lab and test_deploy_lab ran first in this
+    session: nothing is deployed again); its state. test_platform_lab works on the same cluster
+    after this module."""
+    if deployed_this_session():
+        return shipped_lab
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["deploy", SITE, "--root", str(REPO_ROOT)])
