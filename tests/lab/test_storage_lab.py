@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from rackform import cli
-from clusterlab import PROJECT, REPO_ROOT, SITE, WORKERS
+from clusterlab import PROJECT, REPO_ROOT, SITE, WORKERS, deployed_this_session
 
 pytestmark = pytest.mark.lab
 
@@ -77,7 +77,10 @@ def nfs_sha256(state, node: str, nfs_url: str) -> subprocess.CompletedProcess[st
 
 @pytest.fixture(scope="module")
 def served(shipped_lab):
-    """The lab with its data sets served: the stages the storage stage stands on, then storage."""
+    """The lab with its data sets served: the stages the storage stage stands on, then storage
+    (nothing to do when test_pulumi_lab and test_deploy_lab deployed it all in this session)."""
+    if deployed_this_session():
+        return shipped_lab
     code, said = run("deploy", "--stage", "provision", "fabric", "os", "storage")
     assert code == 0, said[-3000:]
     return shipped_lab
