@@ -18,6 +18,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from rackform.commands import cluster_playbook
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 HELP = "Snapshot the cluster's etcd and keep it off the control plane (etcd-backup.yml; docs/operations.md)."
 
@@ -59,14 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 def cluster_site(site_name: str, root: Path):
     """The site, loaded and checked; BadInput (exit 2) where it has no Kubernetes cluster."""
-    from rackform.day2.errors import refuse
-    from rackform.pipeline import load_and_check
-
-    site, _warnings = load_and_check(site_name, root)
-    if site.kubernetes is None or not site.kubernetes.control_plane:
-        raise refuse(None, "kubernetes", f"site {site.name} has no Kubernetes cluster (no kubernetes.control_plane "
-                                         f"in its design): no etcd to back up or restore")
-    return site
+    return cluster_playbook.cluster_site(site_name, root, "no etcd to back up or restore")
 
 
 def _empty(folder: Path) -> None:
@@ -76,37 +71,6 @@ def _empty(folder: Path) -> None:
 
 def run_etcd_playbook(site_name: str, root: Path, playbook: str, envvars: dict[str, str],
                       private_key: Path | None) -> int:
-    """Run etcd-backup.yml or etcd-restore.yml through the stage runner, where a cluster exists.
-
-    Prints the live progress and the summary; returns the exit status (1 where there is no
-    cluster to run it on: nothing was done, which a backup or a restore must not pass over).
-    """
-    from rackform.run import interrupt
-    from rackform.run.environment import StageEnvironmentError
-    from rackform.run.progress import ProgressDisplay
-    from rackform.run.sitelock import SiteLocked
-    from rackform.run.stages import run_day2_playbook
-    from rackform.run.summary import summary_lines
-
-    try:
-        done = run_day2_playbook(site_name, root, playbook, stands_for=None, envvars=envvars,
-                                 private_key=private_key, progress=ProgressDisplay(sys.stdout), say=print)
-    except (SiteLocked, StageEnvironmentError) as error:
-        print(f"rackform: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    if done.absent:
-        print(f"rackform: {site_name}: {playbook} not run: {done.absent}", file=sys.stderr)
-        return EXIT_FAILED
-    report = done.report
-    print()
-    print("\n".join(summary_lines(report)))
-    if report.interrupted is not None:
-        print(f"rackform: {report.site}: {report.interrupted}; nothing more was started", file=sys.stderr)
-        return interrupt.exit_code()
-    result = done.run.result
-    if result is None:
-        print(f"{playbook}: {done.run.not_run}", file=sys.stderr)
-        return EXIT_FAILED
-    failed = sorted({failure.host for failure in done.run.failures()})
-    print(f"{playbook}: {result.status} (rc {result.rc})" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return EXIT_OK if report.ok else EXIT_FAILED
+    """Run etcd-backup.yml or etcd-restore.yml through the stage runner, where a cluster exists
+    (rackform.commands.cluster_playbook); the exit status."""
+    return cluster_playbook.run_cluster_playbook(site_name, root, playbook, private_key=private_key, envvars=envvars)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from rackform.commands import cluster_playbook
+
 HELP = "The control plane's kubeadm certificates: renew them, one control-plane node at a time (docs/operations.md)."
 RENEW_HELP = ("kubeadm certs renew all on each control-plane node in turn, its static pods restarted onto the new "
               "certificates, the API answering throughout (certs-renew.yml); the admin kubeconfig fetched again.")
@@ -41,56 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    site = _cluster_site(args.site, args.root)
+    site = cluster_playbook.cluster_site(args.site, args.root, "no kubeadm certificates to renew")
     control_plane = site.kubernetes.control_plane
     print(f"certs renew {site.name}: kubeadm certs renew all on {', '.join(control_plane)}, one node at a time")
     return _renew(site.name, args.root, args.private_key)
 
 
-def _cluster_site(site_name: str, root: Path):
-    """The site, loaded and checked; BadInput (exit 2) where it has no Kubernetes cluster."""
-    from rackform.day2.errors import refuse
-    from rackform.pipeline import load_and_check
-
-    site, _warnings = load_and_check(site_name, root)
-    if site.kubernetes is None or not site.kubernetes.control_plane:
-        raise refuse(None, "kubernetes", f"site {site.name} has no Kubernetes cluster (no kubernetes.control_plane "
-                                         f"in its design): no kubeadm certificates to renew")
-    return site
-
-
 def _renew(site_name: str, root: Path, private_key: Path | None) -> int:
-    from rackform.run import interrupt
-    from rackform.run.environment import StageEnvironmentError
-    from rackform.run.progress import ProgressDisplay
-    from rackform.run.sitelock import SiteLocked
-    from rackform.run.stages import run_day2_playbook
-    from rackform.run.summary import summary_lines
+    def report_expiry(result) -> None:
+        print("\n".join(expiry_lines(renewed_expiry(result.run_dir))))
 
-    try:
-        done = run_day2_playbook(site_name, root, PLAYBOOK, stands_for=None, private_key=private_key,
-                                 progress=ProgressDisplay(sys.stdout), say=print)
-    except (SiteLocked, StageEnvironmentError) as error:
-        print(f"rackform: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    if done.absent:
-        # Nothing was renewed: a renewal must not pass as done.
-        print(f"rackform: {site_name}: {PLAYBOOK} not run: {done.absent}", file=sys.stderr)
-        return EXIT_FAILED
-    report = done.report
-    print()
-    print("\n".join(summary_lines(report)))
-    if report.interrupted is not None:
-        print(f"rackform: {report.site}: {report.interrupted}; nothing more was started", file=sys.stderr)
-        return interrupt.exit_code()
-    result = done.run.result
-    if result is None:
-        print(f"{PLAYBOOK}: {done.run.not_run}", file=sys.stderr)
-        return EXIT_FAILED
-    print("\n".join(expiry_lines(renewed_expiry(result.run_dir))))
-    failed = sorted({failure.host for failure in done.run.failures()})
-    print(f"{PLAYBOOK}: {result.status} (rc {result.rc})" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return EXIT_OK if report.ok else EXIT_FAILED
+    # A renewal that did not run fails (exit 1): nothing renewed must not pass as done.
+    return cluster_playbook.run_cluster_playbook(site_name, root, PLAYBOOK, private_key=private_key,
+                                                 after_run=report_expiry)
 
 
 def renewed_expiry(run_dir: Path | None) -> dict[str, dict[str, str]]:
